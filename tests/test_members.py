@@ -1,0 +1,250 @@
+"""Layout, metadata, dependency and wheel checks for every workspace member."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Member:
+    folder: str
+    path: Path
+    pyproject: dict
+
+    @property
+    def dist(self) -> str:
+        return f"iclr26-{self.folder}"
+
+    @property
+    def module(self) -> str:
+        return self.folder.replace("-", "_")
+
+    @property
+    def project(self) -> dict:
+        return self.pyproject["project"]
+
+    @property
+    def is_paper_package(self) -> bool:
+        return self.folder != "shared"
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def load_members() -> list[Member]:
+    paths = [
+        ROOT / "shared",
+        *sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml")),
+    ]
+    return [
+        Member(p.name, p, tomllib.loads((p / "pyproject.toml").read_text(encoding="utf-8")))
+        for p in paths
+    ]
+
+
+MEMBERS = load_members()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "member" in metafunc.fixturenames:
+        metafunc.parametrize("member", MEMBERS, ids=[m.folder for m in MEMBERS])
+    if "package" in metafunc.fixturenames:
+        packages = [m for m in MEMBERS if m.is_paper_package]
+        metafunc.parametrize("package", packages, ids=[m.folder for m in packages])
+
+
+SEMVER = r"^\d+\.\d+\.\d+([ab]\d+|rc\d+)?$"
+
+
+def test_workspace_lists_members_as_uv_expects():
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert root["tool"]["uv"]["workspace"]["members"] == ["shared", "packages/*"]
+    assert root["tool"]["uv"]["package"] is False
+    assert not (ROOT / "packages" / "__init__.py").exists()
+    empty = [
+        p.name
+        for p in (ROOT / "packages").iterdir()
+        if p.is_dir() and not (p / "pyproject.toml").exists()
+    ]
+    assert not empty, f"package folders without a pyproject.toml: {empty}"
+
+
+def test_metadata(member: Member):
+    project = member.project
+    assert project["name"] == member.dist
+    assert Version(project["version"]).release, project["version"]
+    assert re.match(SEMVER, project["version"]), f"not semver: {project['version']}"
+    assert project["requires-python"] == ">=3.11"
+    assert project.get("readme") == "README.md"
+    assert project.get("license"), "license missing"
+    assert project.get("description"), "description missing"
+    build = member.pyproject["build-system"]
+    assert build["build-backend"] == "uv_build"
+    assert (
+        member.pyproject["tool"]["uv"]["build-backend"]["module-name"] == f"iclr26.{member.module}"
+    )
+
+
+def test_layout(member: Member):
+    src = member.path / "src" / "iclr26"
+    assert not (src / "__init__.py").exists(), (
+        "iclr26 is a PEP 420 namespace: no iclr26/__init__.py"
+    )
+    assert (src / member.module / "__init__.py").is_file()
+    assert (src / member.module / "py.typed").is_file()
+    assert (member.path / "README.md").is_file()
+    changelog = (member.path / "CHANGELOG.md").read_text()
+    assert f"## {member.project['version']}" in changelog, "CHANGELOG has no entry for this version"
+    assert list((member.path / "tests").glob("test_*.py")), "no tests"
+
+
+def test_version_matches_metadata(member: Member):
+    module = importlib.import_module(f"iclr26.{member.module}")
+    assert module.__version__ == member.project["version"]
+    assert importlib.metadata.version(member.dist) == member.project["version"], (
+        "installed metadata is stale: run `make sync`"
+    )
+
+
+def test_paper_package_has_console_script_and_cli(package: Member):
+    scripts = package.project.get("scripts", {})
+    assert scripts.get(f"iclr26-{package.folder}") == f"iclr26.{package.module}.cli:main"
+    (entry,) = importlib.metadata.entry_points(
+        group="console_scripts", name=f"iclr26-{package.folder}"
+    )
+    assert callable(entry.load())
+    for name in ("cli.py", "experiments.py"):
+        assert (package.path / "src" / "iclr26" / package.module / name).is_file(), name
+    assert "reproduce" in (package.path / "README.md").read_text()
+
+
+def requirement_names(member: Member, *, extras: bool = True) -> set[str]:
+    reqs = list(member.project.get("dependencies", []))
+    if extras:
+        for group in member.project.get("optional-dependencies", {}).values():
+            reqs += group
+    return {normalize(Requirement(r).name) for r in reqs}
+
+
+def test_depends_on_no_other_paper_package(member: Member):
+    names = requirement_names(member)
+    others = {n for n in names if n.startswith("iclr26-") and n != "iclr26-shared"}
+    assert not others, f"{member.dist} depends on other paper packages: {others}"
+    if member.is_paper_package:
+        assert "iclr26-shared" in requirement_names(member, extras=False)
+
+
+def imported_modules(folder: Path) -> dict[str, list[str]]:
+    """Absolute imports of every .py file under folder: top-level module -> where."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                key = ".".join(parts[:2]) if parts[0] == "iclr26" else parts[0]
+                found.setdefault(key, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+_DISTRIBUTIONS = importlib.metadata.packages_distributions()
+TEST_TOOLS = {"pytest", "hypothesis", "_pytest"}
+
+
+def undeclared(member: Member, folder: Path, allowed: set[str], ignore: set[str]) -> list[str]:
+    problems = []
+    for module, where in imported_modules(folder).items():
+        if module in sys.stdlib_module_names or module in ignore or module == "__future__":
+            continue
+        if module.startswith("iclr26."):
+            dist = normalize("iclr26-" + module.split(".")[1].replace("_", "-"))
+            if dist in {member.dist, "iclr26-shared"} and dist in allowed | {member.dist}:
+                continue
+            problems.append(f"{module} (imported at {where[0]})")
+            continue
+        dists = {normalize(d) for d in _DISTRIBUTIONS.get(module, [normalize(module)])}
+        if not dists & allowed:
+            problems.append(f"{module} -> {sorted(dists)} (imported at {where[0]})")
+    return problems
+
+
+def test_source_imports_only_declared_dependencies(member: Member):
+    allowed = requirement_names(member)
+    src = member.path / "src" / "iclr26" / member.module
+    optional = set(member.pyproject.get("tool", {}).get("iclr26", {}).get("optional-imports", []))
+    problems = undeclared(member, src, allowed, ignore=optional)
+    assert not problems, f"{member.dist} imports what it does not declare: {problems}"
+
+
+def test_tests_import_only_declared_dependencies_and_test_tools(member: Member):
+    allowed = requirement_names(member) | {member.dist}
+    problems = undeclared(member, member.path / "tests", allowed, ignore=TEST_TOOLS | {"conftest"})
+    assert not problems, f"{member.dist} tests import what the package does not declare: {problems}"
+
+
+def test_wheel_contains_only_its_own_module(member: Member, tmp_path: Path):
+    code = "import sys, uv_build; print(uv_build.build_wheel(sys.argv[1]))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=member.path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    wheel = tmp_path / out.stdout.strip().splitlines()[-1]
+    names = zipfile.ZipFile(wheel).namelist()
+    dist_info = f"iclr26_{member.module}-{member.project['version']}.dist-info/"
+    stray = [
+        n
+        for n in names
+        if n != "iclr26/" and not n.startswith((f"iclr26/{member.module}/", dist_info))
+    ]
+    assert not stray, f"wheel holds files outside iclr26/{member.module}: {stray}"
+    assert f"iclr26/{member.module}/py.typed" in names
+    assert f"iclr26/{member.module}/__init__.py" in names
+    assert "iclr26/__init__.py" not in names
+
+
+def test_shared_imports_no_heavy_backend_at_import_time():
+    code = (
+        "import sys, iclr26.shared; "
+        "print(sorted(m for m in ('torch', 'jax', 'matplotlib', 'tqdm', 'scipy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_readme_quickstart_runs_as_written(member: Member, tmp_path: Path):
+    readme = (member.path / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks, f"{member.dist} README has no ```python quickstart"
+    script = tmp_path / "quickstart.py"
+    script.write_text("\n".join(blocks))
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, f"README quickstart of {member.dist} failed:\n{run.stderr[-3000:]}"

@@ -1,0 +1,41 @@
+"""The top-level README's package table tells the truth about what is implemented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ROW = re.compile(
+    r"^\| (?P<folder>.+?) \| `(?P<dist>iclr26-[a-z0-9-]+)` \| .+ \| (?P<status>.+) \|$"
+)
+
+
+def package_rows() -> dict[str, tuple[str, str]]:
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        match = ROW.match(line)
+        if match:
+            folder = re.sub(r"[`\[\]]|\(.*?\)", "", match["folder"])
+            rows[folder] = (match["dist"], match["status"])
+    return rows
+
+
+def test_readme_lists_the_nineteen_packages_of_the_conventions():
+    conventions = re.findall(
+        r"^\| `([a-z0-9-]+)` \| `iclr26-", (ROOT / "CONVENTIONS.md").read_text(), re.M
+    )
+    assert len(conventions) == 19
+    rows = package_rows()
+    assert sorted(rows) == sorted(conventions)
+    for folder, (dist, _) in rows.items():
+        assert dist == f"iclr26-{folder}"
+
+
+def test_status_matches_the_packages_folder():
+    existing = {p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml")}
+    for folder, (_, status) in package_rows().items():
+        if folder in existing:
+            assert status == f"[implemented](packages/{folder}/README.md)", folder
+        else:
+            assert status == "planned", f"{folder} is marked {status!r} but has no package folder"
