@@ -75,7 +75,7 @@ endef
 test: uv ## run the tests (not slow) of every member, or of PKG, then the workspace checks
 	$(foreach m,$(SELECTED),$(call member_pytest,$(m),-m "not slow"))
 ifndef PKG
-	$(UV) sync --quiet --locked --all-packages
+	$(UV) sync --quiet --locked --all-packages --all-extras
 	@echo "== workspace checks"
 	$(UV) run --locked --no-sync python -m pytest tests $(PYTEST_ARGS)
 endif

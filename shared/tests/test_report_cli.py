@@ -22,6 +22,7 @@ def make_report(held=True, seed=0):
     r.check("sort wins", held, "0.5 s vs 9 s")
     r.metric("speedup", np.float64(18.0))
     r.metric("undefined", float("nan"))
+    r.metric("max |z|", 2.5)
     r.note("measured on 2 CPUs")
     return r
 
@@ -34,7 +35,7 @@ def test_report_json_has_claim_rows_verdict_env_and_json_safe_numbers(tmp_path):
     assert data["held"] is True
     assert data["seed"] == 0
     assert data["config"] == {"quick": True, "n": 5}
-    assert data["metrics"] == {"speedup": 18.0, "undefined": None}
+    assert data["metrics"] == {"speedup": 18.0, "undefined": None, "max |z|": 2.5}
     assert data["tables"][0]["columns"] == ["method", "s", "extra"]
     assert data["tables"][0]["rows"][1] == {"method": "bogo", "s": 9.0, "extra": 1}
     assert data["wall_time_s"] >= 0
@@ -110,7 +111,7 @@ def test_write_summary_one_row_per_package(tmp_path):
     Report("iclr26-beta", "bench", "fast", seed=0).write(tmp_path / "beta" / "bench")
     text = write_summary(tmp_path).read_text()
     assert (
-        "| [alpha](alpha/report.md) | Sorting is faster than bogosort. | speedup = 18; undefined = — | held |"
+        "| [alpha](alpha/report.md) | Sorting is faster than bogosort. | speedup = 18; undefined = —; max \\|z\\| = 2.5 | held |"
         in text
     )
     assert "| [beta](beta/report.md) |" in text

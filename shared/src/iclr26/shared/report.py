@@ -293,7 +293,9 @@ def _close(fig: Any) -> None:
 
 def _summary_row(folder: str, data: Mapping[str, Any]) -> str:
     held = {True: "held", False: "**did not hold**", None: "not checked"}[data.get("held")]
-    numbers = "; ".join(f"{k} = {format_value(v)}" for k, v in data.get("metrics", {}).items())
+    numbers = "; ".join(
+        f"{format_value(k)} = {format_value(v)}" for k, v in data.get("metrics", {}).items()
+    )
     claim = format_value(data.get("claim", ""))
     wall = data.get("wall_time_s")
     wall_s = "—" if wall is None else f"{wall:.0f} s"
