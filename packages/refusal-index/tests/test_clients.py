@@ -155,3 +155,42 @@ def test_callable_and_scripted_clients():
     assert [scripted.complete(msgs).text for _ in range(3)] == ["a", "b", "b"]
     with pytest.raises(KeyError, match="no scripted response for 'q3'"):
         scripted.complete([{"role": "user", "content": "q3"}])
+
+
+def test_eval_command_runs_both_passes_against_a_local_server(tmp_path, capsys):
+    from iclr26.refusal_index.cli import main
+
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": f"Q{i}?", "answers": [f"a{i}"]}) + "\n"
+            for i in range(6)
+        )
+    )
+    # forced pass: right on q0-q2, wrong on q3-q5; refusal pass: refuses q3, q4 and q1
+    forced = [ok(f"a{i}") if i < 3 else ok("nope") for i in range(6)]
+    refusal = [
+        ok("I don't know") if i in (1, 3, 4) else ok(f"a{i}" if i < 3 else "nope") for i in range(6)
+    ]
+    with Stub(forced + refusal) as stub:
+        log = tmp_path / "log.jsonl"
+        argv = [
+            "eval",
+            "--base-url",
+            stub.url,
+            "--model",
+            "m",
+            "--items",
+            str(items),
+            "--log",
+            str(log),
+            "--concurrency",
+            "1",
+        ]
+        assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_scored"] == 6
+    assert out["ri"]["refusal_rate"] == pytest.approx(0.5)
+    assert out["ri"]["error_rate"] == pytest.approx(0.5)
+    assert out["peers"]["refusal_precision"] == pytest.approx(2 / 3)
+    assert len(log.read_text().splitlines()) == 12
