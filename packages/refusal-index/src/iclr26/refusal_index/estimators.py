@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm, spearmanr
 
+from iclr26.refusal_index.metrics import as_flags
 from iclr26.refusal_index.tetrachoric import bvn_density, pearson_to_spearman, tetrachoric
 from iclr26.shared import check_array, check_choice, check_int, check_range
 
@@ -289,16 +290,6 @@ def refusal_index_from_rates(
     return _with_delta_ci(result, ci_level)
 
 
-def _as_bool(x: ArrayLike, name: str) -> NDArray[np.bool_]:
-    arr = np.asarray(x)
-    check_array(arr, name, ndim=1, finite=arr.dtype.kind in "fc")
-    if arr.dtype != bool:
-        if arr.dtype.kind not in "biuf" or not np.isin(arr, (0, 1)).all():
-            raise ValueError(f"{name} must hold booleans or 0/1 values, got dtype {arr.dtype}")
-        arr = arr.astype(bool)
-    return arr
-
-
 def refusal_index_paired(
     refused: ArrayLike,
     forced_correct: ArrayLike,
@@ -337,8 +328,8 @@ def refusal_index_paired(
     Returns:
         :class:`RIResult` with ``method="paired"``.
     """
-    refused_ = _as_bool(refused, "refused")
-    correct_ = _as_bool(forced_correct, "forced_correct")
+    refused_ = as_flags(refused, "refused")
+    correct_ = as_flags(forced_correct, "forced_correct")
     if refused_.shape != correct_.shape:
         raise ValueError(
             f"refused and forced_correct must have the same length, got {refused_.size} and {correct_.size}"
@@ -350,7 +341,7 @@ def refusal_index_paired(
     wrong = ~correct_
     notes: list[str] = []
     if answered_correct is not None:
-        b_correct = _as_bool(answered_correct, "answered_correct")
+        b_correct = as_flags(answered_correct, "answered_correct")
         if b_correct.shape != refused_.shape:
             raise ValueError(f"answered_correct must have length {n}, got {b_correct.size}")
         answered = ~refused_
@@ -475,8 +466,8 @@ def refusal_index_direct(
 def retest_reliability(run_1: ArrayLike, run_2: ArrayLike) -> float:
     """Test–retest reliability of a binary behaviour: the tetrachoric correlation between two
     independent runs of the same pass (spec §2.4, extension). NaN if a run is constant."""
-    x = _as_bool(run_1, "run_1")
-    y = _as_bool(run_2, "run_2")
+    x = as_flags(run_1, "run_1")
+    y = as_flags(run_2, "run_2")
     if x.shape != y.shape:
         raise ValueError(f"runs must have the same length, got {x.size} and {y.size}")
     return float(tetrachoric(x.mean(), y.mean(), (x & y).mean()))

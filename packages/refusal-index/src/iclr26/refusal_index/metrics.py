@@ -39,16 +39,19 @@ __all__ = [
 ]
 
 
+def as_flags(x: ArrayLike, name: str) -> NDArray[np.bool_]:
+    """A 1-D array of booleans or 0/1 values as ``bool``; clear errors otherwise."""
+    arr = np.asarray(x)
+    check_array(arr, name, ndim=1, finite=arr.dtype.kind in "fc")
+    if arr.dtype != bool:
+        if arr.dtype.kind not in "biuf" or not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"{name} must hold booleans or 0/1 values, got dtype {arr.dtype}")
+        arr = arr.astype(bool)
+    return arr
+
+
 def _bools(*arrays: tuple[ArrayLike, str]) -> list[NDArray[np.bool_]]:
-    out = []
-    for x, name in arrays:
-        arr = np.asarray(x)
-        check_array(arr, name, ndim=1, finite=arr.dtype.kind in "fc")
-        if arr.dtype != bool:
-            if arr.dtype.kind not in "biuf" or not np.isin(arr, (0, 1)).all():
-                raise ValueError(f"{name} must hold booleans or 0/1 values, got dtype {arr.dtype}")
-            arr = arr.astype(bool)
-        out.append(arr)
+    out = [as_flags(x, name) for x, name in arrays]
     if len({a.size for a in out}) > 1:
         names = ", ".join(f"{name} ({a.size})" for a, (_, name) in zip(out, arrays, strict=True))
         raise ValueError(f"arrays must have the same length: {names}")

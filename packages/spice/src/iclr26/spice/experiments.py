@@ -125,6 +125,30 @@ def e1_static_pool(seed: int) -> tuple[list[dict], dict[str, Selection]]:
 # ---------------------------------------------------------------- E2: online protocol, digits
 
 
+def _online(
+    n: int,
+    grad_fn: Callable,
+    select: Callable,
+    update: Callable,
+    *,
+    pool_size: int,
+    budget: float,
+    seed: int,
+) -> tuple[np.ndarray, float, float]:
+    """One arm of the online protocol: ``(picked indices, cumulative F, mean conflict ratio)``."""
+    result = stream_select(
+        list(range(n)),
+        grad_fn,
+        pool_size=pool_size,
+        budget=budget,
+        selector=select,
+        on_selected=update,
+        seed=seed,
+    )
+    conflict = float(np.mean([p.conflict_ratio for p in result.pools]))
+    return np.asarray(result.selected), result.cumulative_information, conflict
+
+
 def e2_digits(
     seed: int, *, label_noise: float, pool_size: int = 100, budget: float = 0.1
 ) -> list[dict]:
@@ -170,19 +194,11 @@ def e2_digits(
                 nn.functional.cross_entropy(proxy(X[picked]), y[picked]).backward()
                 opt.step()
 
-        result = stream_select(
-            list(range(len(y))),
-            grad_fn,
-            pool_size=pool_size,
-            budget=budget,
-            selector=select,
-            on_selected=update,
-            seed=seed,
+        idx, info, conflict = _online(
+            len(y), grad_fn, select, update, pool_size=pool_size, budget=budget, seed=seed
         )
-        idx = np.asarray(result.selected)
         rows.append(
-            {"arm": name, "selected": idx.size, "cumulative F": result.cumulative_information,
-             "conflict ratio": float(np.mean([p.conflict_ratio for p in result.pools])),
+            {"arm": name, "selected": idx.size, "cumulative F": info, "conflict ratio": conflict,
              "noisy share": float(digits.noisy[idx].mean()), "test accuracy": retrain(idx)}
         )  # fmt: skip
     rows.append({"arm": "full data", "selected": len(y), "cumulative F": math.nan, "conflict ratio": math.nan,
@@ -305,19 +321,11 @@ def e2_instructions(
             opt.step()
             proxy.eval()
 
-        result = stream_select(
-            list(range(n)),
-            grad_fn,
-            pool_size=pool_size,
-            budget=0.1,
-            selector=select,
-            on_selected=update,
-            seed=seed,
+        idx, info, conflict = _online(
+            n, grad_fn, select, update, pool_size=pool_size, budget=0.1, seed=seed
         )
-        idx = np.asarray(result.selected)
         rows.append(
-            {"arm": name, "selected": idx.size, "cumulative F": result.cumulative_information,
-             "conflict ratio": float(np.mean([p.conflict_ratio for p in result.pools])),
+            {"arm": name, "selected": idx.size, "cumulative F": info, "conflict ratio": conflict,
              "corrupted share": float(suite.corrupted[idx].mean()), "response accuracy": retrain(idx)}
         )  # fmt: skip
     rows.append({"arm": "full data", "selected": n, "cumulative F": math.nan, "conflict ratio": math.nan,
