@@ -50,6 +50,7 @@ class FWHistory(NamedTuple):
     accepted: jax.Array
     bound: jax.Array
     kind: jax.Array
+    n_active: jax.Array
 
 
 class FWResult(NamedTuple):
@@ -144,10 +145,11 @@ def _empty_history(n: int, dtype) -> FWHistory:
         accepted=jnp.zeros((n,), bool),
         bound=nan,
         kind=jnp.full((n,), -1, jnp.int32),
+        n_active=jnp.zeros((n,), jnp.int32),
     )
 
 
-def _record(h: FWHistory, t, gamma, info, kind, f_new, gap_new) -> FWHistory:
+def _record(h: FWHistory, t, gamma, info, kind, f_new, gap_new, n_active=0) -> FWHistory:
     return FWHistory(
         f=h.f.at[t + 1].set(f_new),
         gap=h.gap.at[t + 1].set(gap_new),
@@ -158,6 +160,7 @@ def _record(h: FWHistory, t, gamma, info, kind, f_new, gap_new) -> FWHistory:
         accepted=h.accepted.at[t].set(info.accepted),
         bound=h.bound.at[t].set(info.bound),
         kind=h.kind.at[t].set(kind),
+        n_active=h.n_active.at[t + 1].set(n_active),
     )
 
 
@@ -271,7 +274,11 @@ def _afw_run(f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise
     one = jnp.ones((), dtype)
     state = step.init(problem, x0, fx, gx, v - x0, one, kernel)
     hist = _empty_history(max_iter + 1, dtype)
-    hist = hist._replace(f=hist.f.at[0].set(fx), gap=hist.gap.at[0].set(gap))
+    hist = hist._replace(
+        f=hist.f.at[0].set(fx),
+        gap=hist.gap.at[0].set(gap),
+        n_active=hist.n_active.at[0].set(jnp.sum(weights0 > 0).astype(jnp.int32)),
+    )
     k0 = weights0.shape[0]
     weights = jnp.zeros((max_active,), dtype).at[:k0].set(weights0)
     atoms = jnp.zeros((max_active, *x0.shape), dtype).at[:k0].set(atoms0)
@@ -327,7 +334,7 @@ def _afw_run(f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise
         gap_new = -_vdot(g_new, v_new - x_new)
         kind = jnp.where(use_fw, FW_STEP, PAIRWISE_STEP if pairwise else AWAY_STEP)
         kind = jnp.where(dropped, DROP_STEP, kind)
-        hist = _record(c.hist, c.t, gamma, info, kind, f_new, gap_new)
+        hist = _record(c.hist, c.t, gamma, info, kind, f_new, gap_new, jnp.sum(w > 0).astype(jnp.int32))
         nf = c.nf + info.n_evals + 1
         ng = c.ng + 1 + _grad_cost(step) * info.n_evals
         return _AFWCarry(c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, full)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from iclr26.bregman_fw.kernels import Euclidean, Kernel
+from iclr26.bregman_fw.kernels import Euclidean
 
 __all__ = [
     "AdaptiveBregman",
@@ -234,7 +234,7 @@ class AdaptiveBregman(StepRule):
         slack = self.rtol * jnp.abs(fx)
 
         def cond(c: _Backtrack):
-            return (~c.accepted) & (c.n < self.max_backtracks) & (c.M < self.max_estimate)
+            return (~c.accepted) & (c.n < self.max_backtracks) & (self.max_estimate > c.M)
 
         def body(c: _Backtrack):
             M = jnp.minimum(c.M * self.tau, self.max_estimate)
