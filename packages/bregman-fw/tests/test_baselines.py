@@ -10,7 +10,9 @@ import iclr26.bregman_fw as bfw
 def test_projected_gradient_finds_projection():
     p = bfw.quadratic_simplex(20, seed=0)
     for step in (None, 0.5):
-        r = bfw.projected_gradient(p.f, p.x0, projection="simplex", args=p.args, step_size=step, max_iter=200)
+        r = bfw.projected_gradient(
+            p.f, p.x0, projection="simplex", args=p.args, step_size=step, max_iter=200
+        )
         np.testing.assert_allclose(r.x, p.x_star, atol=1e-8)
 
 

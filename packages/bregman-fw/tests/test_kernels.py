@@ -16,7 +16,11 @@ KERNELS = [
     (bfw.Burg(), lambda x: -jnp.sum(jnp.log(x)), "positive"),
     (bfw.Quartic(0.7, 1.3), lambda x: 0.175 * jnp.sum(x**2) ** 2 + 0.65 * jnp.sum(x**2), "real"),
     (bfw.Power(3.0), lambda x: jnp.sum(x**2) ** 1.5 / 3.0, "real"),
-    (bfw.Entropy() + bfw.Euclidean(), lambda x: jnp.sum(x * jnp.log(x)) + 0.5 * jnp.sum(x**2), "positive"),
+    (
+        bfw.Entropy() + bfw.Euclidean(),
+        lambda x: jnp.sum(x * jnp.log(x)) + 0.5 * jnp.sum(x**2),
+        "positive",
+    ),
 ]
 
 real = arrays(np.float64, 4, elements=st.floats(-3.0, 3.0))
@@ -36,7 +40,9 @@ def test_closed_form_matches_autodiff_divergence(kernel, phi, domain):
     np.testing.assert_allclose(d, jax.vmap(reference.divergence)(u, x), rtol=1e-9, atol=1e-10)
     assert float(d.min()) >= -1e-12
     np.testing.assert_allclose(jax.vmap(kernel.divergence)(x, x), 0.0, atol=1e-12)
-    np.testing.assert_allclose(jax.vmap(kernel.grad)(x), jax.vmap(reference.grad)(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.vmap(kernel.grad)(x), jax.vmap(reference.grad)(x), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_named_divergences():

@@ -34,7 +34,13 @@ def vertices(lmo):
     return np.array(out)
 
 
-POLYTOPES = [bfw.Simplex(2.0), bfw.TruncatedSimplex(0.05), bfw.L1Ball(1.5), bfw.Box(-1.0, 2.0), bfw.KSparse(2, 0.7)]
+POLYTOPES = [
+    bfw.Simplex(2.0),
+    bfw.TruncatedSimplex(0.05),
+    bfw.L1Ball(1.5),
+    bfw.Box(-1.0, 2.0),
+    bfw.KSparse(2, 0.7),
+]
 
 
 @pytest.mark.parametrize("lmo", POLYTOPES, ids=lambda m: type(m).__name__)
@@ -82,11 +88,15 @@ def test_matrix_lmos():
     G = rng.normal(size=(4, 3))
     for lmo in (bfw.NuclearBall(2.0), bfw.NuclearBall(2.0, method="power", iters=200)):
         V = np.asarray(lmo(jnp.asarray(G)))
-        assert np.sum(V * G) == pytest.approx(-2.0 * np.linalg.svd(G, compute_uv=False)[0], rel=1e-8)
+        assert np.sum(V * G) == pytest.approx(
+            -2.0 * np.linalg.svd(G, compute_uv=False)[0], rel=1e-8
+        )
         assert lmo.contains(V, atol=1e-8)
     S = rng.normal(size=(4, 4))
     V = np.asarray(bfw.Spectrahedron(3.0)(jnp.asarray(S)))
-    assert np.sum(V * S) == pytest.approx(3.0 * np.linalg.eigvalsh(0.5 * (S + S.T)).min(), rel=1e-10)
+    assert np.sum(V * S) == pytest.approx(
+        3.0 * np.linalg.eigvalsh(0.5 * (S + S.T)).min(), rel=1e-10
+    )
     assert bfw.Spectrahedron(3.0).contains(V, atol=1e-9)
 
 

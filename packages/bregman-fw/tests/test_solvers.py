@@ -22,7 +22,15 @@ def primal_gaps(result, f_star):
 
 
 def test_away_steps_find_the_projection(quad):
-    r = bfw.away_frank_wolfe(quad.f, quad.x0, quad.lmo, step=bfw.EuclideanAdaptive(), args=quad.args, max_iter=ITERS, tol=0.0)
+    r = bfw.away_frank_wolfe(
+        quad.f,
+        quad.x0,
+        quad.lmo,
+        step=bfw.EuclideanAdaptive(),
+        args=quad.args,
+        max_iter=ITERS,
+        tol=0.0,
+    )
     expected = optax.projections.projection_simplex(quad.args[0])
     np.testing.assert_allclose(r.x, expected, atol=1e-8)
 
@@ -41,7 +49,9 @@ def test_away_steps_linear_vanilla_sublinear_on_face_optimum(quad):
 
 
 def test_open_loop_rate_is_one_over_t(quad):
-    r = bfw.frank_wolfe(quad.f, quad.x0, quad.lmo, step=bfw.OpenLoop(), args=quad.args, max_iter=ITERS, tol=0.0)
+    r = bfw.frank_wolfe(
+        quad.f, quad.x0, quad.lmo, step=bfw.OpenLoop(), args=quad.args, max_iter=ITERS, tol=0.0
+    )
     gaps = primal_gaps(r, quad.f_star)
     t = np.arange(30, ITERS)
     slope = np.polyfit(np.log(t), np.log(gaps[30:ITERS]), 1)[0]
@@ -50,13 +60,23 @@ def test_open_loop_rate_is_one_over_t(quad):
 
 def test_fw_gap_bounds_primal_gap(quad):
     for step in (bfw.AdaptiveBregman(), bfw.OpenLoop()):
-        r = bfw.frank_wolfe(quad.f, quad.x0, quad.lmo, step=step, args=quad.args, max_iter=ITERS, tol=0.0)
+        r = bfw.frank_wolfe(
+            quad.f, quad.x0, quad.lmo, step=step, args=quad.args, max_iter=ITERS, tol=0.0
+        )
         n = int(r.n_iter) + 1
         assert np.all(np.asarray(r.history.gap)[:n] >= primal_gaps(r, quad.f_star) - 1e-12)
 
 
 def test_active_set_invariants_and_drop_steps(quad):
-    r = bfw.away_frank_wolfe(quad.f, quad.x0, quad.lmo, step=bfw.EuclideanAdaptive(), args=quad.args, max_iter=ITERS, tol=1e-9)
+    r = bfw.away_frank_wolfe(
+        quad.f,
+        quad.x0,
+        quad.lmo,
+        step=bfw.EuclideanAdaptive(),
+        args=quad.args,
+        max_iter=ITERS,
+        tol=1e-9,
+    )
     w, atoms = np.asarray(r.active_weights), np.asarray(r.active_vertices)
     assert np.all(w >= 0)
     assert w.sum() == pytest.approx(1.0, abs=1e-12)
@@ -69,7 +89,15 @@ def test_active_set_invariants_and_drop_steps(quad):
 
 
 def test_drop_step_removes_exactly_one_vertex(quad):
-    r = bfw.away_frank_wolfe(quad.f, quad.x0, quad.lmo, step=bfw.EuclideanAdaptive(), args=quad.args, max_iter=ITERS, tol=1e-9)
+    r = bfw.away_frank_wolfe(
+        quad.f,
+        quad.x0,
+        quad.lmo,
+        step=bfw.EuclideanAdaptive(),
+        args=quad.args,
+        max_iter=ITERS,
+        tol=1e-9,
+    )
     n = int(r.n_iter)
     kinds, counts = np.asarray(r.history.kind)[:n], np.asarray(r.history.n_active)[: n + 1]
     drops = np.flatnonzero(kinds == 3)
@@ -80,7 +108,16 @@ def test_drop_step_removes_exactly_one_vertex(quad):
 
 
 def test_pairwise_reaches_optimum(quad):
-    r = bfw.away_frank_wolfe(quad.f, quad.x0, quad.lmo, step=bfw.EuclideanAdaptive(), args=quad.args, max_iter=ITERS, tol=0.0, pairwise=True)
+    r = bfw.away_frank_wolfe(
+        quad.f,
+        quad.x0,
+        quad.lmo,
+        step=bfw.EuclideanAdaptive(),
+        args=quad.args,
+        max_iter=ITERS,
+        tol=0.0,
+        pairwise=True,
+    )
     assert float(r.f) - quad.f_star < 1e-10
     assert set(np.unique(np.asarray(r.history.kind)[: int(r.n_iter)])) <= {2, 3}
 
@@ -100,13 +137,32 @@ def kl_b_x(x, b):
 def test_poisson_kl_on_simplex_recovers_b():
     b = jnp.array([0.2, 0.3, 0.5])
     x0 = jnp.ones(3) / 3
-    r = bfw.frank_wolfe(kl_b_x, x0, bfw.TruncatedSimplex(0.01), kernel=bfw.Burg(), args=(b,), max_iter=ITERS, tol=0.0)
+    r = bfw.frank_wolfe(
+        kl_b_x,
+        x0,
+        bfw.TruncatedSimplex(0.01),
+        kernel=bfw.Burg(),
+        args=(b,),
+        max_iter=ITERS,
+        tol=0.0,
+    )
     np.testing.assert_allclose(r.x, b, atol=1e-6)
 
 
 def test_kl_regression_reaches_zero():
     p = bfw.kl_regression(20, 10, seed=0)
-    r = bfw.away_frank_wolfe(p.f, p.x0, p.lmo, step=bfw.EuclideanAdaptive(), kernel=p.kernel, args=p.args, max_iter=ITERS, tol=0.0, atoms=p.vertices, weights=p.x0)
+    r = bfw.away_frank_wolfe(
+        p.f,
+        p.x0,
+        p.lmo,
+        step=bfw.EuclideanAdaptive(),
+        kernel=p.kernel,
+        args=p.args,
+        max_iter=ITERS,
+        tol=0.0,
+        atoms=p.vertices,
+        weights=p.x0,
+    )
     assert float(r.f) < 1e-8
     np.testing.assert_allclose(r.x, p.x_star, atol=1e-3)
 
@@ -116,7 +172,9 @@ def test_jit_and_vmap_equal_eager_loop():
     p0 = problems[0]
 
     def solve(x0, args):
-        return bfw.frank_wolfe(p0.f, x0, p0.lmo, kernel=p0.kernel, args=args, max_iter=50, tol=0.0).x
+        return bfw.frank_wolfe(
+            p0.f, x0, p0.lmo, kernel=p0.kernel, args=args, max_iter=50, tol=0.0
+        ).x
 
     eager = np.stack([np.asarray(solve(p.x0, p.args)) for p in problems])
     x0s = jnp.stack([p.x0 for p in problems])
@@ -141,7 +199,9 @@ def test_optax_transform_matches_solver(quad):
 
 def test_bad_inputs_raise_clear_errors(quad):
     with pytest.raises(ValueError, match="open positive orthant"):
-        bfw.frank_wolfe(kl_b_x, jnp.ones(3) / 3, bfw.Simplex(), kernel=bfw.Burg(), args=(jnp.ones(3) / 3,))
+        bfw.frank_wolfe(
+            kl_b_x, jnp.ones(3) / 3, bfw.Simplex(), kernel=bfw.Burg(), args=(jnp.ones(3) / 3,)
+        )
     with pytest.raises(ValueError, match="nonnegative orthant"):
         bfw.frank_wolfe(quad.f, jnp.zeros(20), bfw.L1Ball(), kernel=bfw.Entropy(), args=quad.args)
     with pytest.raises(ValueError, match="not in the feasible set"):

@@ -13,7 +13,16 @@ ITERS = 300
 
 def run(problem, step, kernel=None):
     kernel = problem.kernel if kernel is None else kernel
-    return bfw.frank_wolfe(problem.f, problem.x0, problem.lmo, step=step, kernel=kernel, args=problem.args, max_iter=ITERS, tol=0.0)
+    return bfw.frank_wolfe(
+        problem.f,
+        problem.x0,
+        problem.lmo,
+        step=step,
+        kernel=kernel,
+        args=problem.args,
+        max_iter=ITERS,
+        tol=0.0,
+    )
 
 
 PROBLEMS = {
@@ -79,7 +88,9 @@ def test_adaptive_bregman_reduces_to_euclidean_adaptive():
         return A.T @ np.log((A @ x) / b)
 
     rule = bfw.AdaptiveBregman(beta=1.0, L0=5.0, rtol=0.0)  # κ frozen at 1
-    r = bfw.frank_wolfe(p.f, p.x0, p.lmo, step=rule, kernel=bfw.Euclidean(), args=p.args, max_iter=ITERS, tol=0.0)
+    r = bfw.frank_wolfe(
+        p.f, p.x0, p.lmo, step=rule, kernel=bfw.Euclidean(), args=p.args, max_iter=ITERS, tol=0.0
+    )
     reference = pedregosa_numpy(f, grad, np.asarray(p.x0), p.lmo, 5.0, 40)
     np.testing.assert_allclose(np.asarray(r.history.gamma)[:40], reference, rtol=1e-8)
     np.testing.assert_array_equal(np.asarray(r.history.kappa)[:40], 1.0)

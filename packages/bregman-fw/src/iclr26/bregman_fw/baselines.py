@@ -98,7 +98,9 @@ def projected_gradient(
     check_int(max_iter, "max_iter", low=1)
     fixed = step_size is not None
     s0 = check_range(step_size, "step_size", low=0.0, low_inclusive=False) if fixed else 1.0
-    return _pgd_run(f, jnp.asarray(x0), args, projection, float(radius), max_iter, fixed, s0, 0.9, 2.0)
+    return _pgd_run(
+        f, jnp.asarray(x0), args, projection, float(radius), max_iter, fixed, s0, 0.9, 2.0
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("f", "max_iter"))

@@ -1,4 +1,5 @@
 """placeholder"""
+
 from iclr26.shared import Report
 
 

@@ -272,7 +272,9 @@ class NuclearBall(LMO):
         return -self.radius * jnp.outer(u, v)
 
     def contains(self, x, atol=1e-9):
-        return bool(np.linalg.svd(np.asarray(x, dtype=float), compute_uv=False).sum() <= self.radius + atol)
+        return bool(
+            np.linalg.svd(np.asarray(x, dtype=float), compute_uv=False).sum() <= self.radius + atol
+        )
 
 
 @dataclass(frozen=True)
@@ -295,7 +297,9 @@ class Spectrahedron(LMO):
     def contains(self, x, atol=1e-9):
         x = np.asarray(x, dtype=float)
         sym = np.allclose(x, x.T, atol=atol)
-        return bool(sym and np.linalg.eigvalsh(x).min() >= -atol and abs(np.trace(x) - self.trace) <= atol)
+        return bool(
+            sym and np.linalg.eigvalsh(x).min() >= -atol and abs(np.trace(x) - self.trace) <= atol
+        )
 
 
 @dataclass(frozen=True)
@@ -328,7 +332,9 @@ class Product(LMO):
 
     def __call__(self, g):
         if g.shape != (sum(self.sizes),):
-            raise ValueError(f"Product expects a flat vector of size {sum(self.sizes)}, got {g.shape}")
+            raise ValueError(
+                f"Product expects a flat vector of size {sum(self.sizes)}, got {g.shape}"
+            )
         return jnp.concatenate([m(b) for m, b in zip(self.lmos, self._split(g), strict=True)])
 
     def contains(self, x, atol=1e-9):

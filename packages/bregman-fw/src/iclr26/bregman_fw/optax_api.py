@@ -56,7 +56,9 @@ def frank_wolfe_transform(
     def init_fn(params: Any) -> FWTransformState:
         flat, _ = ravel_pytree(params)
         nan = jnp.asarray(jnp.nan, flat.dtype)
-        return FWTransformState(jnp.asarray(0, jnp.int32), StepState(nan, jnp.asarray(1.0, flat.dtype)), nan, nan)
+        return FWTransformState(
+            jnp.asarray(0, jnp.int32), StepState(nan, jnp.asarray(1.0, flat.dtype)), nan, nan
+        )
 
     def update_fn(updates, state, params=None, *, value, value_fn, **extra_args):
         del extra_args

@@ -83,7 +83,9 @@ def kl_objective(x, A, b):
     return jnp.sum(xlogy(y, y) - xlogy(y, b) - y + b)
 
 
-def kl_regression(m: int = 60, n: int = 30, *, support: int | None = None, seed: int = 0) -> Problem:
+def kl_regression(
+    m: int = 60, n: int = 30, *, support: int | None = None, seed: int = 0
+) -> Problem:
     """KL regression ``D_KL(Ax, b)`` over the simplex, entropy kernel (Bauschke, Bolte & Teboulle
     2017): L-smad with ``L = max_j Σ_i A_ij`` (= 1 here: columns of A sum to 1).
 
@@ -97,7 +99,9 @@ def kl_regression(m: int = 60, n: int = 30, *, support: int | None = None, seed:
     rng = np.random.default_rng(seed)
     A = rng.uniform(0.1, 1.0, (m, n))
     A /= A.sum(0, keepdims=True)
-    x_true = sparse_simplex_point(n, n if support is None else check_int(support, "support", low=1, high=n), rng)
+    x_true = sparse_simplex_point(
+        n, n if support is None else check_int(support, "support", low=1, high=n), rng
+    )
     b = A @ x_true
     L_euc = float(np.linalg.norm(A, 2) ** 2 / A.min())
     return Problem(
@@ -328,7 +332,9 @@ def project_simplex_np(y: np.ndarray) -> np.ndarray:
     return np.maximum(y - css[rho] / (rho + 1), 0.0)
 
 
-def quadratic_simplex(n: int = 20, *, support: int = 5, margin: float = 0.1, seed: int = 0) -> Problem:
+def quadratic_simplex(
+    n: int = 20, *, support: int = 5, margin: float = 0.1, seed: int = 0
+) -> Problem:
     """½‖x − y‖² over the simplex with a known face optimum (strongly convex, L = 1).
 
     x* is a random point with ``support`` nonzeros, ``y = x*`` on the support and ``−margin``

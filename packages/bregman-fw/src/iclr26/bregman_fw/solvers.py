@@ -97,13 +97,17 @@ def _check_inputs(f, x0, lmo, step, kernel, max_iter, tol, args) -> jax.Array:
     if not isinstance(lmo, LMO):
         raise TypeError(f"lmo must be an iclr26.bregman_fw LMO, got {type(lmo).__name__}")
     if not isinstance(step, StepRule):
-        raise TypeError(f"step must be a step rule (e.g. AdaptiveBregman()), got {type(step).__name__}")
+        raise TypeError(
+            f"step must be a step rule (e.g. AdaptiveBregman()), got {type(step).__name__}"
+        )
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a Kernel (e.g. Euclidean()), got {type(kernel).__name__}")
     check_int(max_iter, "max_iter", low=1)
     check_range(tol, "tol", low=0.0)
     if not isinstance(args, tuple):
-        raise TypeError(f"args must be a tuple of arrays passed to f(x, *args), got {type(args).__name__}")
+        raise TypeError(
+            f"args must be a tuple of arrays passed to f(x, *args), got {type(args).__name__}"
+        )
     if kernel.domain == "positive" and not lmo.lower_bound > 0:
         raise ValueError(
             f"kernel {kernel.name!r} is finite only on the open positive orthant, but the feasible set "
@@ -265,7 +269,9 @@ class _AFWCarry(NamedTuple):
 @functools.partial(
     jax.jit, static_argnames=("f", "lmo", "step", "kernel", "max_iter", "max_active", "pairwise")
 )
-def _afw_run(f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise, drop_tol, weights0, atoms0):
+def _afw_run(
+    f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise, drop_tol, weights0, atoms0
+):
     problem = _oracle(f, args)
     dtype = x0.dtype
     fx, gx = problem.value_and_grad(x0)
@@ -283,7 +289,21 @@ def _afw_run(f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise
     weights = jnp.zeros((max_active,), dtype).at[:k0].set(weights0)
     atoms = jnp.zeros((max_active, *x0.shape), dtype).at[:k0].set(atoms0)
     zero = jnp.asarray(0, jnp.int32)
-    carry = _AFWCarry(zero, x0, fx, gx, v, gap, state, hist, zero + 1, zero + 1, weights, atoms, jnp.asarray(False))
+    carry = _AFWCarry(
+        zero,
+        x0,
+        fx,
+        gx,
+        v,
+        gap,
+        state,
+        hist,
+        zero + 1,
+        zero + 1,
+        weights,
+        atoms,
+        jnp.asarray(False),
+    )
     axes = tuple(range(1, x0.ndim + 1))
 
     def cond(c: _AFWCarry):
@@ -334,13 +354,19 @@ def _afw_run(f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise
         gap_new = -_vdot(g_new, v_new - x_new)
         kind = jnp.where(use_fw, FW_STEP, PAIRWISE_STEP if pairwise else AWAY_STEP)
         kind = jnp.where(dropped, DROP_STEP, kind)
-        hist = _record(c.hist, c.t, gamma, info, kind, f_new, gap_new, jnp.sum(w > 0).astype(jnp.int32))
+        hist = _record(
+            c.hist, c.t, gamma, info, kind, f_new, gap_new, jnp.sum(w > 0).astype(jnp.int32)
+        )
         nf = c.nf + info.n_evals + 1
         ng = c.ng + 1 + _grad_cost(step) * info.n_evals
-        return _AFWCarry(c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, full)
+        return _AFWCarry(
+            c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, full
+        )
 
     c = jax.lax.while_loop(cond, body, carry)
-    return FWResult(c.x, c.fx, c.gap, c.t, c.gap <= tol, c.nf, c.ng, c.hist, c.weights, c.atoms, c.full)
+    return FWResult(
+        c.x, c.fx, c.gap, c.t, c.gap <= tol, c.nf, c.ng, c.hist, c.weights, c.atoms, c.full
+    )
 
 
 def away_frank_wolfe(
@@ -400,12 +426,27 @@ def away_frank_wolfe(
             check_array(atoms0, "atoms", shape=(weights0.shape[0], *x0.shape))
             if bool(jnp.any(weights0 < 0)) or abs(float(jnp.sum(weights0)) - 1.0) > 1e-9:
                 raise ValueError("weights must be nonnegative and sum to 1")
-            if not _is_traced(x0) and not bool(jnp.allclose(jnp.tensordot(weights0, atoms0, axes=1), x0, atol=1e-9)):
+            if not _is_traced(x0) and not bool(
+                jnp.allclose(jnp.tensordot(weights0, atoms0, axes=1), x0, atol=1e-9)
+            ):
                 raise ValueError("weights @ atoms must equal x0")
     k0 = weights0.shape[0]
     default_cap = max_iter + k0
-    max_active = default_cap if max_active is None else check_int(max_active, "max_active", low=k0 + 1)
+    max_active = (
+        default_cap if max_active is None else check_int(max_active, "max_active", low=k0 + 1)
+    )
     return _afw_run(
-        f, x0, lmo, step, kernel, max_iter, jnp.asarray(tol, x0.dtype), args, max_active, bool(pairwise),
-        jnp.asarray(drop_tol, x0.dtype), weights0, atoms0,
+        f,
+        x0,
+        lmo,
+        step,
+        kernel,
+        max_iter,
+        jnp.asarray(tol, x0.dtype),
+        args,
+        max_active,
+        bool(pairwise),
+        jnp.asarray(drop_tol, x0.dtype),
+        weights0,
+        atoms0,
     )

@@ -209,7 +209,9 @@ class AdaptiveBregman(StepRule):
                 f"need 0 < eta <= 1, tau > 1, 0 < beta <= 1; got eta={self.eta}, tau={self.tau}, beta={self.beta}"
             )
         if not (0 < self.kappa_min <= self.kappa0 <= 1):
-            raise ValueError(f"need 0 < kappa_min <= kappa0 <= 1, got {self.kappa_min}, {self.kappa0}")
+            raise ValueError(
+                f"need 0 < kappa_min <= kappa0 <= 1, got {self.kappa_min}, {self.kappa0}"
+            )
         if self.max_backtracks < 1:
             raise ValueError(f"max_backtracks must be >= 1, got {self.max_backtracks}")
 
@@ -243,7 +245,9 @@ class AdaptiveBregman(StepRule):
             return _Backtrack(M, kappa, c.n + 1, f_new <= bound + slack, gamma, f_new, bound)
 
         gamma, f_new, bound = trial(M0, k0)
-        init = _Backtrack(M0, k0, jnp.asarray(1, jnp.int32), f_new <= bound + slack, gamma, f_new, bound)
+        init = _Backtrack(
+            M0, k0, jnp.asarray(1, jnp.int32), f_new <= bound + slack, gamma, f_new, bound
+        )
         c = jax.lax.while_loop(cond, body, init)
         # Fallback when the cap is hit: keep the last trial only if it decreased f.
         gamma = jnp.where(c.accepted | (c.f_new <= fx), c.gamma, 0.0)
