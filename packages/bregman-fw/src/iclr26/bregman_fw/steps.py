@@ -123,6 +123,13 @@ class ShortStep(StepRule):
         return gamma, state, _info(self.L, 1.0, 0, True, bound)
 
 
+def _endpoint(x, d, gamma_max, kernel):
+    """y = x + γ_max d, with round-off below 0 removed for kernels living on the orthant (the
+    endpoint of an away step has exact zeros that can come out as -1e-17)."""
+    y = x + gamma_max * d
+    return y if kernel.domain == "real" else jnp.maximum(y, 0.0)
+
+
 def _bregman_gamma(g_d, gamma_max, M, kappa, D):
     """Paper §1.2/Algorithm 2 step: γ_max·min{(g_d γ_max / ((1+κ) M D))^{1/κ}, 1}, D = D_φ(y, x)."""
     ratio = g_d * gamma_max / ((1.0 + kappa) * M * jnp.where(D > 0, D, 1.0))
@@ -141,7 +148,7 @@ class BregmanShortStep(StepRule):
     name = "bregman-short"
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
-        D = kernel.divergence(x + gamma_max * d, x)
+        D = kernel.divergence(_endpoint(x, d, gamma_max, kernel), x)
         gamma = _bregman_gamma(g_d, gamma_max, self.L, self.nu, D)
         bound = fx - gamma * g_d + self.L * (gamma / gamma_max) ** (1 + self.nu) * D
         return gamma, state, _info(self.L, self.nu, 0, True, bound)
@@ -223,7 +230,7 @@ class AdaptiveBregman(StepRule):
         return StepState(L, jnp.asarray(self.kappa0, L.dtype))
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
-        D = kernel.divergence(x + gamma_max * d, x)
+        D = kernel.divergence(_endpoint(x, d, gamma_max, kernel), x)
         M0 = jnp.minimum(self.eta * state.L, self.max_estimate)
         k0 = jnp.asarray(self.kappa0, M0.dtype) if self.kappa_reset else state.kappa
 
@@ -361,7 +368,9 @@ class ExactLineSearch(StepRule):
             neg = slope(mid) < 0
             return jnp.where(neg, mid, lo), jnp.where(neg, hi, mid)
 
-        end_neg = slope(gamma_max) <= 0
+        end = x + gamma_max * d
+        # the full step only if f also decreased there (guards ill-conditioned endpoints)
+        end_neg = (slope(gamma_max) <= 0) & (problem.f(end) <= fx)
         lo, hi = jax.lax.fori_loop(0, self.iters, body, (jnp.zeros_like(g_d), gamma_max * 1.0))
         gamma = jnp.where(end_neg, gamma_max, 0.5 * (lo + hi))
-        return gamma, state, _info(jnp.nan, jnp.nan, self.iters + 1, True, jnp.nan)
+        return gamma, state, _info(jnp.nan, jnp.nan, self.iters + 2, True, jnp.nan)
