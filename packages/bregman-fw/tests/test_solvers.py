@@ -185,14 +185,21 @@ def test_jit_and_vmap_equal_eager_loop():
 
 def test_optax_transform_matches_solver(quad):
     tx = bfw.frank_wolfe_transform(quad.lmo, step=bfw.AdaptiveBregman())
-    value_fn = lambda x: quad.f(x, *quad.args)  # noqa: E731
+
+    def value_fn(x):
+        return quad.f(x, *quad.args)
+
+    @jax.jit
+    def train_step(params, state):
+        value, grad = jax.value_and_grad(value_fn)(params)
+        updates, state = tx.update(grad, state, params, value=value, value_fn=value_fn)
+        return optax.apply_updates(params, updates), state, value
+
     params, state = quad.x0, tx.init(quad.x0)
     fs = []
     for _ in range(15):
-        value, grad = jax.value_and_grad(value_fn)(params)
+        params, state, value = train_step(params, state)
         fs.append(float(value))
-        updates, state = tx.update(grad, state, params, value=value, value_fn=value_fn)
-        params = optax.apply_updates(params, updates)
     r = bfw.frank_wolfe(quad.f, quad.x0, quad.lmo, args=quad.args, max_iter=ITERS, tol=0.0)
     np.testing.assert_allclose(fs, np.asarray(r.history.f)[:15], rtol=1e-10)
 

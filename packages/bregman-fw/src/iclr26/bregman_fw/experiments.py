@@ -275,6 +275,33 @@ def summarise(
     return rows
 
 
+_PALETTE = {
+    "BregAFW (Euclidean kernel)": "tab:cyan",
+    "BregShort": "tab:olive",
+    "Breg": "tab:blue",
+    "Euc": "tab:orange",
+    "FWJL": "tab:green",
+    "Short": "tab:red",
+    "Open": "tab:purple",
+    "copt FW DR": "darkred",
+    "copt pairwise": "saddlebrown",
+    "copt": "tab:brown",
+    "accbpg D_opt_FW_away": "deeppink",
+    "accbpg BPG": "black",
+    "accbpg": "tab:pink",
+    "BPG": "tab:gray",
+    "exact": "darkgreen",
+}
+
+
+def _color(name: str) -> str | None:
+    """One colour per method family, the same in every panel (AFW variants share it)."""
+    for prefix, color in _PALETTE.items():
+        if name.startswith(prefix):
+            return color
+    return None
+
+
 def _plot_panels(
     panels: list[tuple[str, dict[str, list[np.ndarray]], dict[str, float]]],
     ylabel: str,
@@ -295,12 +322,17 @@ def _plot_panels(
             y = np.median(np.stack([y[:n] for y in ys]), axis=0)
             x = np.arange(n) * (ms_per_iter.get(name, 1.0) / 1e3 if time_axis else 1.0)
             style = "-" if name.startswith("Breg") else "--"
+            if any("AFW" in c for c in curves) and "AFW" not in name:
+                style = ":"  # vanilla FW next to away-step variants
+            if name.startswith(("copt", "accbpg")):
+                style = "-."
             ax.semilogy(
                 x,
                 np.maximum(y, FLOOR),
                 style,
                 label=name,
-                lw=1.6 if name.startswith("Breg") else 1.1,
+                color=_color(name),
+                lw=1.8 if name.startswith("Breg") else 1.1,
             )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("seconds (compiled run, excl. compile)" if time_axis else xlabel)
