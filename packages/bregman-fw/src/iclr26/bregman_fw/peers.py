@@ -28,6 +28,7 @@ from iclr26.bregman_fw.experiments import (
     THRESHOLDS,
     Method,
     _plot_panels,
+    _solve,
     run_method,
 )
 from iclr26.bregman_fw.kernels import Burg, Entropy, Euclidean
@@ -195,6 +196,27 @@ def _machine_limits(A) -> tuple[float, float]:
     return t_pass, 2 * 1024**3 / t_mm / 1e9
 
 
+def _time_copt(A, b, alpha, x0, max_iter):
+    """Median wall time of copt's backtracking FW for ``max_iter`` iterations (5 runs)."""
+    import copt
+
+    m = A.shape[0]
+
+    def fun(x):
+        r = A @ x - b
+        return 0.5 * (r @ r) / m, A.T @ r / m
+
+    lmo = copt.constraint.L1Ball(alpha).lmo
+
+    def once():
+        with contextlib.redirect_stdout(io.StringIO()):
+            copt.minimize_frank_wolfe(
+                fun, x0.copy(), lmo, jac=True, step="backtracking", max_iter=max_iter, tol=0.0
+            )
+
+    return timeit(once, repeats=5, warmup=0)
+
+
 # --------------------------------------------------------------------------------------------
 # B2: D-optimal design on the simplex (accbpg)
 
@@ -245,14 +267,20 @@ def _accbpg_dopt(H, max_iter) -> list[Trace]:
     return out
 
 
-def _cvxpy_dopt(H) -> tuple[float, float]:
+def _cvxpy_dopt(H) -> tuple[float, float, float]:
+    """cvxpy's reported optimum, the objective at its solution (feasible-ised and evaluated in
+    float64 by NumPy), and the solve time."""
     import cvxpy as cp
 
     x = cp.Variable(H.shape[1], nonneg=True)
     prob = cp.Problem(cp.Minimize(-cp.log_det(H @ cp.diag(x) @ H.T)), [cp.sum(x) == 1])
     t0 = time.perf_counter()
     prob.solve()
-    return float(prob.value), time.perf_counter() - t0
+    sec = time.perf_counter() - t0
+    xs = np.clip(np.asarray(x.value, float), 0.0, None)
+    xs /= xs.sum()
+    sign, logdet = np.linalg.slogdet((H * xs) @ H.T)
+    return float(prob.value), float(-logdet) if sign > 0 else math.inf, sec
 
 
 def _cvxpy_kl(A, b) -> tuple[float, float]:
@@ -390,7 +418,10 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     all_rows += _rows(p.name, traces, f_ref)
     panels.append((p.name, {t.method: [np.maximum(t.f - f_ref, 0)] for t in traces}, {}))
     # per-iteration speed and the memory-bandwidth bound of the work
-    ours_ms = next(t.ms_per_iter for t in traces if t.method == "EucFW (Pedregosa)")
+    # (medians of repeated runs: single runs on a shared 2-core machine vary by 2-5x)
+    euc = ours[0]
+    ours_timing = timeit(lambda: _solve(p, euc, it, euc.step(p)), repeats=5, warmup=1)
+    ours_ms = 1e3 * ours_timing.median / it
     t_pass, peak = _machine_limits(p.args[0])
     evals = next(t.f_evals_per_iter for t in traces if t.method == "EucFW (Pedregosa)")
     passes = 2 + (evals - 1)  # value_and_grad reads A twice, each extra trial once
@@ -412,17 +443,24 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
         ],
     )
     report.note(
+        "The EucFW iteration runs at the fraction of the bandwidth bound shown above; copt's NumPy iteration is "
+        "also matrix-vector work over the same A, so a 5x per-iteration speed-up at this size would need the JAX "
+        "loop to beat the machine's memory bandwidth. The speed-up over copt comes from fusing the loop and "
+        "removing Python overhead, which matters for small problems, not from faster arithmetic."
+    )
+    report.note(
         "Bandwidth bound: passes over A per iteration x the time of one pass measured inside a compiled loop of "
         "A@x / Aᵀy products (no dispatch overhead). FLOP peak: a compiled 1024x1024 float64 matmul. FW on least "
         "squares is matrix-vector work, so the bandwidth bound is the relevant limit."
     )
     if "copt" in ok:
-        copt_ms = next(t.ms_per_iter for t in traces if t.method == "copt FW backtracking")
+        copt_timing = _time_copt(A, b, alpha, np.asarray(p.x0), it)
+        copt_ms = 1e3 * copt_timing.median / it
         speed = copt_ms / ours_ms
         report.check(
             "B1: JAX FW iteration >= 5x faster than copt's at n = 2000",
             speed >= 5,
-            f"{speed:.1f}x ({ours_ms:.3f} vs {copt_ms:.3f} ms/iter)",
+            f"{speed:.1f}x ({ours_ms:.3f} vs {copt_ms:.3f} ms/iter, medians of 5 runs of {it} iterations)",
         )
         report.metric("speedup per iteration vs copt (n=2000)", speed)
     else:
@@ -450,11 +488,12 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     f_ref2 = min(float(np.nanmin(t.f)) for t in traces2)
     if "cvxpy" in ok:
         try:
-            val, sec = _cvxpy_dopt(H)
+            val, at_x, sec = _cvxpy_dopt(H)
             report.note(
-                f"B2 cvxpy log_det optimum {val:.10g} in {sec:.2f} s; best FW/BPG value {f_ref2:.10g}."
+                f"B2 cvxpy log_det: reported optimum {val:.10g}, objective at its solution {at_x:.10g}, "
+                f"in {sec:.2f} s; best FW/BPG value {f_ref2:.10g}. f* is the lower of the last two."
             )
-            f_ref2 = min(f_ref2, val)
+            f_ref2 = min(f_ref2, at_x)
         except Exception as err:  # a solver failure is a result to report, not a crash
             report.note(f"B2 cvxpy failed: {type(err).__name__}: {err}")
     all_rows += _rows(p2.name, traces2, f_ref2)
