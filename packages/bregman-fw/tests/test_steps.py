@@ -33,9 +33,14 @@ PROBLEMS = {
 }
 
 
-@pytest.mark.parametrize("name", list(PROBLEMS))
-@pytest.mark.parametrize("reset", [True, False], ids=["kappa-reset", "kappa-carry"])
+CASES = [(name, True) for name in PROBLEMS] + [("kl-entropy", False), ("poisson-burg", False)]
+
+
+@pytest.mark.parametrize(
+    ("name", "reset"), CASES, ids=[f"{n}-{'reset' if r else 'carry'}" for n, r in CASES]
+)
 def test_descent_certificate_and_monotonicity(name, reset):
+    """Both [verify] κ policies: reset to 1 every iteration (default) and carried over."""
     p = PROBLEMS[name]
     rule = bfw.AdaptiveBregman(kappa_reset=reset)
     r = run(p, rule)
