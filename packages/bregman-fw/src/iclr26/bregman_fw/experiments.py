@@ -1,6 +1,6 @@
 """``reproduce`` and ``bench``: the paper's claims at CPU scale, and the comparison with peers.
 
-Experiments (spec §5): E1 relative smoothness vs a global Euclidean L (Poisson inverse and
+Experiments: E1 relative smoothness vs a global Euclidean L (Poisson inverse and
 D-optimal design, Burg kernel), E2 a non-Lipschitz gradient (ℓ₁.₁ regression), E4 away steps
 on face optima, E6 backtracking overhead and (β, τ) sensitivity; the default (non-quick) run adds
 E3 phase retrieval (quartic kernel, K-sparse polytope) and E5 its local linear rate.

@@ -1,4 +1,4 @@
-"""Relatively smooth test problems with their kernels and constants (spec §4.7).
+"""Relatively smooth test problems with their kernels and constants.
 
 Each generator returns a :class:`Problem`: the objective as a module-level ``f(x, *args)`` (so
 compiled solvers are reused across seeds), its data ``args``, the LMO, the kernel it is L-smad

@@ -15,8 +15,8 @@ fallback was hit) and the descent bound ``f(x) − γ g_d + M (γ/γ_max)^{1+κ}
 that an accepted step certifies (NaN for rules without one).
 
 For directions with ``γ_max ≠ 1`` the Bregman rules apply the paper's formula to the endpoint
-``y = x + γ_max d`` and the step fraction ``γ/γ_max`` (our derivation, marked [verify] in the
-spec); with ``γ_max = 1`` this is exactly Algorithm 2.
+``y = x + γ_max d`` and the step fraction ``γ/γ_max`` (our derivation, not confirmed from the
+paper text: see the README); with ``γ_max = 1`` this is exactly Algorithm 2.
 """
 
 from __future__ import annotations
