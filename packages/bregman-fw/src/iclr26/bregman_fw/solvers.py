@@ -263,6 +263,7 @@ class _AFWCarry(NamedTuple):
     ng: jax.Array
     weights: jax.Array
     atoms: jax.Array
+    keys: jax.Array
     full: jax.Array
 
 
@@ -288,6 +289,11 @@ def _afw_run(
     k0 = weights0.shape[0]
     weights = jnp.zeros((max_active,), dtype).at[:k0].set(weights0)
     atoms = jnp.zeros((max_active, *x0.shape), dtype).at[:k0].set(atoms0)
+    # A random projection of each atom: finding the FW vertex among the atoms compares scalars
+    # instead of scanning the whole buffer (the candidate is then verified entry by entry).
+    probe = jax.random.normal(jax.random.key(0), x0.shape, dtype)
+    axes_all = x0.ndim
+    keys = jnp.zeros((max_active,), dtype).at[:k0].set(jnp.tensordot(atoms0, probe, axes=axes_all))
     zero = jnp.asarray(0, jnp.int32)
     carry = _AFWCarry(
         zero,
@@ -302,9 +308,9 @@ def _afw_run(
         zero + 1,
         weights,
         atoms,
+        keys,
         jnp.asarray(False),
     )
-    axes = tuple(range(1, x0.ndim + 1))
 
     def cond(c: _AFWCarry):
         return (c.t < max_iter) & (c.gap > tol) & jnp.isfinite(c.fx) & (~c.full)
@@ -312,10 +318,13 @@ def _afw_run(
     def body(c: _AFWCarry):
         active = c.weights > 0
         # slot of the FW vertex: an existing atom equal to v, else the first free slot
-        same = jnp.all(jnp.abs(c.atoms - c.v) <= 1e-12 * (1.0 + jnp.abs(c.v)), axis=axes) & active
+        key_v = _vdot(c.v, probe)
+        cand = active & (jnp.abs(c.keys - key_v) <= 1e-9 * (1.0 + jnp.abs(key_v)))
+        i_cand = jnp.argmax(cand)
+        exact = jnp.all(jnp.abs(c.atoms[i_cand] - c.v) <= 1e-12 * (1.0 + jnp.abs(c.v)))
         free = ~active
-        has_same = jnp.any(same)
-        slot_v = jnp.where(has_same, jnp.argmax(same), jnp.argmax(free))
+        has_same = jnp.any(cand) & exact  # a hash collision only duplicates an atom: harmless
+        slot_v = jnp.where(has_same, i_cand, jnp.argmax(free))
         full = (~has_same) & (~jnp.any(free))
         # away vertex: the active atom with the largest ⟨∇f, a⟩
         scores = jnp.where(active, jnp.tensordot(c.atoms, c.gx, axes=x0.ndim), -jnp.inf)
@@ -347,7 +356,9 @@ def _afw_run(
         w = jnp.where(w <= drop_tol, 0.0, w)
         w = jnp.where(dropped, w.at[ia].set(0.0), w)
         w = w / jnp.sum(w)
-        atoms = c.atoms.at[slot_v].set(jnp.where(gamma > 0, c.v, c.atoms[slot_v]))
+        insert = gamma > 0
+        atoms = c.atoms.at[slot_v].set(jnp.where(insert, c.v, c.atoms[slot_v]))
+        keys = c.keys.at[slot_v].set(jnp.where(insert, key_v, c.keys[slot_v]))
         x_new = c.x + gamma * d  # = w @ atoms up to round-off, without a pass over the buffer
         f_new, g_new = problem.value_and_grad(x_new)
         v_new = lmo(g_new)
@@ -360,7 +371,7 @@ def _afw_run(
         nf = c.nf + info.n_evals + 1
         ng = c.ng + 1 + _grad_cost(step) * info.n_evals
         return _AFWCarry(
-            c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, full
+            c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, keys, full
         )
 
     c = jax.lax.while_loop(cond, body, carry)
