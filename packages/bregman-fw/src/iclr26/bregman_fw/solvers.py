@@ -1,0 +1,463 @@
+"""Frank–Wolfe solvers compiled with ``jax.lax.while_loop``: BregFW (Algorithm 1 with the step of
+Algorithm 2) and BregAFW (Algorithm 3: away steps, optionally pairwise).
+
+Both take the objective as ``f(x, *args)``: pass data (matrices, targets) in ``args`` instead of
+closing over it, and repeated calls with new data of the same shape reuse the compiled loop. The
+function, LMO, step rule and kernel are static (hashable) arguments of ``jax.jit``; ``x0``,
+``args`` and ``tol`` are traced, so the solvers run under ``jax.vmap`` (e.g. over seeds' data).
+
+History buffers have length ``max_iter + 1`` (index t = iterate t); entries after the last
+iteration are NaN. The FW gap ``⟨∇f(x_t), x_t − v_t⟩`` bounds the primal gap ``f(x_t) − f*`` for
+convex f and is the stopping rule (paper: stop when it is ≤ 1e-7).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from iclr26.bregman_fw.kernels import Euclidean, Kernel
+from iclr26.bregman_fw.lmo import LMO
+from iclr26.bregman_fw.steps import AdaptiveBregman, Oracle, StepRule
+from iclr26.shared import check_array, check_int, check_range
+
+__all__ = ["FWHistory", "FWResult", "away_frank_wolfe", "frank_wolfe"]
+
+#: step kinds recorded in ``FWHistory.kind``
+FW_STEP, AWAY_STEP, PAIRWISE_STEP, DROP_STEP = 0, 1, 2, 3
+
+
+class FWHistory(NamedTuple):
+    """Per-iteration records, arrays of length ``max_iter + 1`` (NaN / -1 past the last iterate).
+
+    ``f[t]``, ``gap[t]``: objective and FW gap at iterate t. ``gamma[t]``, ``M[t]``,
+    ``kappa[t]``, ``n_evals[t]``, ``accepted[t]``, ``bound[t]``, ``kind[t]``: the step taken from
+    iterate t (its size, the step rule's :class:`~iclr26.bregman_fw.steps.StepInfo`, and the step
+    kind 0 = FW, 1 = away, 2 = pairwise, 3 = drop step).
+    """
+
+    f: jax.Array
+    gap: jax.Array
+    gamma: jax.Array
+    M: jax.Array
+    kappa: jax.Array
+    n_evals: jax.Array
+    accepted: jax.Array
+    bound: jax.Array
+    kind: jax.Array
+    n_active: jax.Array
+
+
+class FWResult(NamedTuple):
+    """Result of :func:`frank_wolfe` / :func:`away_frank_wolfe`.
+
+    Attributes:
+        x: final iterate (shape of ``x0``).
+        f: f at ``x``.
+        gap: FW gap at ``x``.
+        n_iter: iterations run.
+        converged: ``gap <= tol``.
+        n_f_evals: objective evaluations (step-rule trials + one value-and-grad per iteration).
+        n_grad_evals: gradient evaluations (one per iteration, plus the rule's if it uses them).
+        history: :class:`FWHistory`.
+        active_weights: AFW only: convex weights of the active set, shape ``(max_active,)``.
+        active_vertices: AFW only: the atoms, shape ``(max_active, *x0.shape)``.
+        active_full: AFW only: ``True`` if the active-set buffer filled up (the run stopped early).
+    """
+
+    x: jax.Array
+    f: jax.Array
+    gap: jax.Array
+    n_iter: jax.Array
+    converged: jax.Array
+    n_f_evals: jax.Array
+    n_grad_evals: jax.Array
+    history: FWHistory
+    active_weights: jax.Array | None = None
+    active_vertices: jax.Array | None = None
+    active_full: jax.Array | None = None
+
+
+def _vdot(a, b):
+    return jnp.sum(a * b)
+
+
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _check_inputs(f, x0, lmo, step, kernel, max_iter, tol, args) -> jax.Array:
+    if not callable(f):
+        raise TypeError(f"f must be callable as f(x, *args), got {type(f).__name__}")
+    if not isinstance(lmo, LMO):
+        raise TypeError(f"lmo must be an iclr26.bregman_fw LMO, got {type(lmo).__name__}")
+    if not isinstance(step, StepRule):
+        raise TypeError(
+            f"step must be a step rule (e.g. AdaptiveBregman()), got {type(step).__name__}"
+        )
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a Kernel (e.g. Euclidean()), got {type(kernel).__name__}")
+    check_int(max_iter, "max_iter", low=1)
+    check_range(tol, "tol", low=0.0)
+    if not isinstance(args, tuple):
+        raise TypeError(
+            f"args must be a tuple of arrays passed to f(x, *args), got {type(args).__name__}"
+        )
+    if kernel.domain == "positive" and not lmo.lower_bound > 0:
+        raise ValueError(
+            f"kernel {kernel.name!r} is finite only on the open positive orthant, but the feasible set "
+            f"of {type(lmo).__name__} reaches coordinates <= {lmo.lower_bound:g}: use TruncatedSimplex(eps) "
+            "or Box(lo > 0, hi)"
+        )
+    if kernel.domain == "nonnegative" and lmo.lower_bound < 0:
+        raise ValueError(
+            f"kernel {kernel.name!r} needs a feasible set in the nonnegative orthant, but "
+            f"{type(lmo).__name__} reaches coordinates down to {lmo.lower_bound:g}"
+        )
+    if _is_traced(x0):
+        return x0
+    check_array(x0, "x0")
+    x0 = jnp.asarray(x0)
+    if not jnp.issubdtype(x0.dtype, jnp.floating):
+        x0 = x0.astype(jnp.result_type(float))
+    if x0.dtype != jnp.float64:
+        raise TypeError(
+            f"x0 must be float64 (the acceptance test subtracts nearly equal f values), got {x0.dtype}; "
+            "is jax_enable_x64 switched off?"
+        )
+    if not lmo.contains(np.asarray(x0), atol=1e-8):
+        raise ValueError(f"x0 is not in the feasible set of {lmo!r}")
+    if kernel.domain != "real" and not bool(jnp.all(x0 > 0)):
+        raise ValueError(f"x0 must be strictly positive for the {kernel.name!r} kernel")
+    return x0
+
+
+def _empty_history(n: int, dtype) -> FWHistory:
+    nan = jnp.full((n,), jnp.nan, dtype)
+    return FWHistory(
+        f=nan,
+        gap=nan,
+        gamma=nan,
+        M=nan,
+        kappa=nan,
+        n_evals=jnp.zeros((n,), jnp.int32),
+        accepted=jnp.zeros((n,), bool),
+        bound=nan,
+        kind=jnp.full((n,), -1, jnp.int32),
+        n_active=jnp.zeros((n,), jnp.int32),
+    )
+
+
+def _record(h: FWHistory, t, gamma, info, kind, f_new, gap_new, n_active=0) -> FWHistory:
+    return FWHistory(
+        f=h.f.at[t + 1].set(f_new),
+        gap=h.gap.at[t + 1].set(gap_new),
+        gamma=h.gamma.at[t].set(gamma),
+        M=h.M.at[t].set(info.M),
+        kappa=h.kappa.at[t].set(info.kappa),
+        n_evals=h.n_evals.at[t].set(info.n_evals),
+        accepted=h.accepted.at[t].set(info.accepted),
+        bound=h.bound.at[t].set(info.bound),
+        kind=h.kind.at[t].set(kind),
+        n_active=h.n_active.at[t + 1].set(n_active),
+    )
+
+
+def _oracle(f, args) -> Oracle:
+    fa = lambda x: f(x, *args)  # noqa: E731
+    return Oracle(fa, jax.value_and_grad(fa))
+
+
+def _grad_cost(step) -> int:
+    # rules that take gradients in their trials
+    return 1 if step.name in ("fwjl-adaptive", "exact") else 0
+
+
+@functools.partial(jax.jit, static_argnames=("f", "lmo", "step", "kernel", "max_iter"))
+def _fw_run(f, x0, lmo, step, kernel, max_iter, tol, args):
+    problem = _oracle(f, args)
+    fx, gx = problem.value_and_grad(x0)
+    v = lmo(gx)
+    gap = -_vdot(gx, v - x0)
+    one = jnp.ones((), x0.dtype)
+    state = step.init(problem, x0, fx, gx, v - x0, one, kernel)
+    hist = _empty_history(max_iter + 1, x0.dtype)
+    hist = hist._replace(f=hist.f.at[0].set(fx), gap=hist.gap.at[0].set(gap))
+    zero = jnp.asarray(0, jnp.int32)
+    carry = (zero, x0, fx, gx, v, gap, state, hist, zero + 1, zero + 1)
+
+    def cond(c):
+        t, _, fx, _, _, gap, *_ = c
+        return (t < max_iter) & (gap > tol) & jnp.isfinite(fx)
+
+    def body(c):
+        t, x, fx, gx, v, gap, state, hist, nf, ng = c
+        d = v - x
+        gamma, state, info = step(problem, t, x, fx, gx, d, gap, one, kernel, state)
+        x_new = x + gamma * d
+        f_new, g_new = problem.value_and_grad(x_new)
+        v_new = lmo(g_new)
+        gap_new = -_vdot(g_new, v_new - x_new)
+        hist = _record(hist, t, gamma, info, FW_STEP, f_new, gap_new)
+        nf = nf + info.n_evals + 1
+        ng = ng + 1 + _grad_cost(step) * info.n_evals
+        return (t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng)
+
+    t, x, fx, _, _, gap, _, hist, nf, ng = jax.lax.while_loop(cond, body, carry)
+    return FWResult(x, fx, gap, t, gap <= tol, nf, ng, hist)
+
+
+def frank_wolfe(
+    f: Callable[..., jax.Array],
+    x0: Any,
+    lmo: LMO,
+    *,
+    step: StepRule | None = None,
+    kernel: Kernel | None = None,
+    args: tuple = (),
+    max_iter: int = 1000,
+    tol: float = 1e-7,
+) -> FWResult:
+    """Vanilla Frank–Wolfe (paper Algorithm 1), default step: adaptive Bregman (Algorithm 2).
+
+    ``x_{t+1} = x_t + γ_t (v_t − x_t)`` with ``v_t = lmo(∇f(x_t))`` until the FW gap
+    ``⟨∇f(x_t), x_t − v_t⟩ ≤ tol`` or ``max_iter`` iterations.
+
+    Args:
+        f: objective ``f(x, *args) -> scalar``, differentiable by JAX; must be hashable (a plain
+            function is), since it is a static argument of the compiled loop.
+        x0: starting point in P, float64 array of any shape (the LMO's shape).
+        lmo: the feasible set's :class:`~iclr26.bregman_fw.lmo.LMO`.
+        step: step rule; default :class:`~iclr26.bregman_fw.steps.AdaptiveBregman` (η = 0.9,
+            τ = 2, β = 0.9).
+        kernel: Bregman kernel for the Bregman rules; default :class:`Euclidean`. A kernel whose
+            domain excludes P (Burg on the simplex) raises ``ValueError``.
+        args: extra arguments of ``f`` (data arrays; traced, so new data reuses the compilation).
+        max_iter: iteration cap (history buffers have ``max_iter + 1`` entries).
+        tol: FW-gap tolerance; the paper uses 1e-7.
+
+    Returns:
+        :class:`FWResult`.
+    """
+    step = AdaptiveBregman() if step is None else step
+    kernel = Euclidean() if kernel is None else kernel
+    x0 = _check_inputs(f, x0, lmo, step, kernel, max_iter, tol, args)
+    return _fw_run(f, x0, lmo, step, kernel, max_iter, jnp.asarray(tol, x0.dtype), args)
+
+
+class _AFWCarry(NamedTuple):
+    t: jax.Array
+    x: jax.Array
+    fx: jax.Array
+    gx: jax.Array
+    v: jax.Array
+    gap: jax.Array
+    state: Any
+    hist: FWHistory
+    nf: jax.Array
+    ng: jax.Array
+    weights: jax.Array
+    atoms: jax.Array
+    keys: jax.Array
+    full: jax.Array
+
+
+@functools.partial(
+    jax.jit, static_argnames=("f", "lmo", "step", "kernel", "max_iter", "max_active", "pairwise")
+)
+def _afw_run(
+    f, x0, lmo, step, kernel, max_iter, tol, args, max_active, pairwise, drop_tol, weights0, atoms0
+):
+    problem = _oracle(f, args)
+    dtype = x0.dtype
+    fx, gx = problem.value_and_grad(x0)
+    v = lmo(gx)
+    gap = -_vdot(gx, v - x0)
+    one = jnp.ones((), dtype)
+    state = step.init(problem, x0, fx, gx, v - x0, one, kernel)
+    hist = _empty_history(max_iter + 1, dtype)
+    hist = hist._replace(
+        f=hist.f.at[0].set(fx),
+        gap=hist.gap.at[0].set(gap),
+        n_active=hist.n_active.at[0].set(jnp.sum(weights0 > 0).astype(jnp.int32)),
+    )
+    k0 = weights0.shape[0]
+    weights = jnp.zeros((max_active,), dtype).at[:k0].set(weights0)
+    atoms = jnp.zeros((max_active, *x0.shape), dtype).at[:k0].set(atoms0)
+    # A random projection of each atom: finding the FW vertex among the atoms compares scalars
+    # instead of scanning the whole buffer (the candidate is then verified entry by entry).
+    probe = jax.random.normal(jax.random.key(0), x0.shape, dtype)
+    axes_all = x0.ndim
+    keys = jnp.zeros((max_active,), dtype).at[:k0].set(jnp.tensordot(atoms0, probe, axes=axes_all))
+    zero = jnp.asarray(0, jnp.int32)
+    carry = _AFWCarry(
+        zero,
+        x0,
+        fx,
+        gx,
+        v,
+        gap,
+        state,
+        hist,
+        zero + 1,
+        zero + 1,
+        weights,
+        atoms,
+        keys,
+        jnp.asarray(False),
+    )
+
+    def cond(c: _AFWCarry):
+        return (c.t < max_iter) & (c.gap > tol) & jnp.isfinite(c.fx) & (~c.full)
+
+    def body(c: _AFWCarry):
+        active = c.weights > 0
+        # slot of the FW vertex: an existing atom equal to v, else the first free slot
+        key_v = _vdot(c.v, probe)
+        cand = active & (jnp.abs(c.keys - key_v) <= 1e-9 * (1.0 + jnp.abs(key_v)))
+        i_cand = jnp.argmax(cand)
+        exact = jnp.all(jnp.abs(c.atoms[i_cand] - c.v) <= 1e-12 * (1.0 + jnp.abs(c.v)))
+        free = ~active
+        has_same = jnp.any(cand) & exact  # a hash collision only duplicates an atom: harmless
+        slot_v = jnp.where(has_same, i_cand, jnp.argmax(free))
+        full = (~has_same) & (~jnp.any(free))
+        # away vertex: the active atom with the largest ⟨∇f, a⟩
+        scores = jnp.where(active, jnp.tensordot(c.atoms, c.gx, axes=x0.ndim), -jnp.inf)
+        ia = jnp.argmax(scores)
+        wa = c.weights[ia]
+        a = c.atoms[ia]
+        g_fw = c.gap
+        g_away = _vdot(c.gx, a - c.x)
+        if pairwise:
+            use_fw = jnp.asarray(False)
+            d = c.v - a
+            gmax = wa
+            g_d = g_fw + g_away
+        else:
+            use_fw = (g_fw >= g_away) | (wa >= 1.0)
+            d = jnp.where(use_fw, c.v - c.x, c.x - a)
+            gmax = jnp.where(use_fw, one, wa / jnp.where(wa < 1.0, 1.0 - wa, 1.0))
+            g_d = jnp.where(use_fw, g_fw, g_away)
+        gamma, state, info = step(problem, c.t, c.x, c.fx, c.gx, d, g_d, gmax, kernel, c.state)
+        gamma = jnp.where(full, 0.0, gamma)
+        # weight updates (Lacoste-Julien & Jaggi 2015, Algorithm 1 lines 11-14)
+        if pairwise:
+            w = c.weights.at[ia].add(-gamma).at[slot_v].add(gamma)
+        else:
+            w_fw = ((1.0 - gamma) * c.weights).at[slot_v].add(gamma)
+            w_aw = ((1.0 + gamma) * c.weights).at[ia].add(-gamma)
+            w = jnp.where(use_fw, w_fw, w_aw)
+        dropped = (~use_fw) & (gamma >= gmax * (1.0 - 1e-12)) & (gmax > 0)
+        w = jnp.where(w <= drop_tol, 0.0, w)
+        w = jnp.where(dropped, w.at[ia].set(0.0), w)
+        w = w / jnp.sum(w)
+        insert = gamma > 0
+        atoms = c.atoms.at[slot_v].set(jnp.where(insert, c.v, c.atoms[slot_v]))
+        keys = c.keys.at[slot_v].set(jnp.where(insert, key_v, c.keys[slot_v]))
+        x_new = c.x + gamma * d  # = w @ atoms up to round-off, without a pass over the buffer
+        f_new, g_new = problem.value_and_grad(x_new)
+        v_new = lmo(g_new)
+        gap_new = -_vdot(g_new, v_new - x_new)
+        kind = jnp.where(use_fw, FW_STEP, PAIRWISE_STEP if pairwise else AWAY_STEP)
+        kind = jnp.where(dropped, DROP_STEP, kind)
+        hist = _record(
+            c.hist, c.t, gamma, info, kind, f_new, gap_new, jnp.sum(w > 0).astype(jnp.int32)
+        )
+        nf = c.nf + info.n_evals + 1
+        ng = c.ng + 1 + _grad_cost(step) * info.n_evals
+        return _AFWCarry(
+            c.t + 1, x_new, f_new, g_new, v_new, gap_new, state, hist, nf, ng, w, atoms, keys, full
+        )
+
+    c = jax.lax.while_loop(cond, body, carry)
+    return FWResult(
+        c.x, c.fx, c.gap, c.t, c.gap <= tol, c.nf, c.ng, c.hist, c.weights, c.atoms, c.full
+    )
+
+
+def away_frank_wolfe(
+    f: Callable[..., jax.Array],
+    x0: Any,
+    lmo: LMO,
+    *,
+    step: StepRule | None = None,
+    kernel: Kernel | None = None,
+    args: tuple = (),
+    max_iter: int = 1000,
+    tol: float = 1e-7,
+    pairwise: bool = False,
+    max_active: int | None = None,
+    drop_tol: float = 1e-14,
+    atoms: Any = None,
+    weights: Any = None,
+) -> FWResult:
+    """Away-step Frank–Wolfe over a polytope (paper Algorithm 3, "BregAFW"), or pairwise FW.
+
+    The active set is a fixed-capacity buffer of atoms with convex weights; ``x0`` is its first
+    atom (use a vertex of P). Each iteration compares the FW slope ``⟨∇f, x − v⟩`` with the away
+    slope ``⟨∇f, a − x⟩`` of the worst active atom ``a`` and moves along ``v − x`` (γ_max = 1) or
+    ``x − a`` (γ_max = λ_a/(1 − λ_a)); a step of size γ_max drops ``a``. With ``pairwise=True``
+    the direction is ``v − a`` with γ_max = λ_a. The step size comes from ``step`` (line 8 of
+    Algorithm 3 is the only change from Euclidean AFW), applied to the endpoint ``x + γ_max d``.
+
+    Args:
+        f, x0, lmo, step, kernel, args, max_iter, tol: as in :func:`frank_wolfe`; ``lmo`` must
+            be a polytope LMO (``lmo.is_polytope``).
+        pairwise: pairwise FW instead of away steps.
+        max_active: capacity of the active set (default ``max_iter`` + the initial atoms, which
+            cannot fill up).
+            If it fills, the run stops and ``result.active_full`` is ``True``.
+        drop_tol: weights at or below this become 0.
+        atoms, weights: optional initial active set, shapes ``(k, *x0.shape)`` and ``(k,)`` with
+            ``weights @ atoms == x0`` (e.g. all vertices of the simplex with ``x0``'s weights, to
+            start inside the domain of the entropy or Burg kernel). Default: ``x0`` alone.
+
+    Returns:
+        :class:`FWResult` with ``active_weights``, ``active_vertices`` and ``active_full``.
+    """
+    step = AdaptiveBregman() if step is None else step
+    kernel = Euclidean() if kernel is None else kernel
+    x0 = _check_inputs(f, x0, lmo, step, kernel, max_iter, tol, args)
+    if not lmo.is_polytope:
+        raise ValueError(f"away_frank_wolfe needs a polytope LMO, got {type(lmo).__name__}")
+    check_range(drop_tol, "drop_tol", low=0.0)
+    if (atoms is None) != (weights is None):
+        raise ValueError("give both atoms and weights for an initial active set, or neither")
+    if atoms is None:
+        weights0, atoms0 = jnp.ones((1,), x0.dtype), x0[None]
+    else:
+        weights0, atoms0 = jnp.asarray(weights, x0.dtype), jnp.asarray(atoms, x0.dtype)
+        if not _is_traced(atoms0) and not _is_traced(weights0):
+            check_array(weights0, "weights", ndim=1)
+            check_array(atoms0, "atoms", shape=(weights0.shape[0], *x0.shape))
+            if bool(jnp.any(weights0 < 0)) or abs(float(jnp.sum(weights0)) - 1.0) > 1e-9:
+                raise ValueError("weights must be nonnegative and sum to 1")
+            if not _is_traced(x0) and not bool(
+                jnp.allclose(jnp.tensordot(weights0, atoms0, axes=1), x0, atol=1e-9)
+            ):
+                raise ValueError("weights @ atoms must equal x0")
+    k0 = weights0.shape[0]
+    default_cap = max_iter + k0
+    max_active = (
+        default_cap if max_active is None else check_int(max_active, "max_active", low=k0 + 1)
+    )
+    return _afw_run(
+        f,
+        x0,
+        lmo,
+        step,
+        kernel,
+        max_iter,
+        jnp.asarray(tol, x0.dtype),
+        args,
+        max_active,
+        bool(pairwise),
+        jnp.asarray(drop_tol, x0.dtype),
+        weights0,
+        atoms0,
+    )
