@@ -12,6 +12,7 @@ The solvers use it to refuse a feasible set that leaves the kernel's domain.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,7 +38,7 @@ def _sqnorm(x: jax.Array) -> jax.Array:
     return jnp.sum(x * x)
 
 
-class Kernel:
+class Kernel(abc.ABC):
     """Base class of a kernel generating distance φ.
 
     Subclasses define :meth:`value` and usually closed forms of :meth:`grad` and
@@ -47,9 +48,9 @@ class Kernel:
     name: str = "kernel"
     domain: str = "real"
 
+    @abc.abstractmethod
     def value(self, x: jax.Array) -> jax.Array:
         """φ(x), a scalar."""
-        raise NotImplementedError
 
     def grad(self, x: jax.Array) -> jax.Array:
         """∇φ(x), same shape as x."""

@@ -10,6 +10,7 @@ solver needs.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 
@@ -38,18 +39,19 @@ def _positive(value: float, name: str) -> float:
     return float(value)
 
 
-class LMO:
+class LMO(abc.ABC):
     """Base class of a linear minimization oracle."""
 
     is_polytope: bool = False
     lower_bound: float = -math.inf
 
+    @abc.abstractmethod
     def __call__(self, g: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """A minimiser ``v ∈ argmin_{v ∈ P} ⟨g, v⟩``."""
 
+    @abc.abstractmethod
     def contains(self, x, atol: float = 1e-9) -> bool:
         """Whether ``x`` lies in P (up to ``atol``); NumPy, call outside ``jax.jit``."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
