@@ -24,7 +24,6 @@ from iclr26.fedmuon import (
     simulate,
     stack_clients,
 )
-from iclr26.fedmuon.problems import quadratic_loss
 
 SQRT2 = float(np.sqrt(2.0))
 E1 = FedConfig(
@@ -134,7 +133,15 @@ def test_homogeneous_clients_make_the_correction_vanish():
     b = (a @ rng.normal(size=(5, 3))).astype(np.float32)
     clients = stack_clients([{"a": a, "b": b}] * 4, pad_to_power_of_two=False)
     loss = least_squares(seed=0).loss_fn
-    cfg = FedConfig(n_clients=4, clients_per_round=4, local_steps=3, batch_size=None, rounds=6, lr=0.05, alpha=0.3)
+    cfg = FedConfig(
+        n_clients=4,
+        clients_per_round=4,
+        local_steps=3,
+        batch_size=None,
+        rounds=6,
+        lr=0.05,
+        alpha=0.3,
+    )
     x0 = jnp.zeros((5, 3))
     fed = simulate("fedmuon", loss, x0, clients, cfg, seed=0)
     local = simulate("local_muon", loss, x0, clients, cfg, seed=0)
@@ -157,20 +164,34 @@ def test_server_equations_by_hand():
     np.testing.assert_allclose(new.c_global["b"], [1.0])
     assert int(new.round) == 8
     # 1/S instead of 1/n would give C_b = 2.0: the hand value above rules it out
-    local = server_update("local_muon", server, xi, dci, n, FedConfig(n_clients=4, clients_per_round=2))
+    local = server_update(
+        "local_muon", server, xi, dci, n, FedConfig(n_clients=4, clients_per_round=2)
+    )
     np.testing.assert_allclose(local.c_global["b"], [0.0])
-    plain = server_update("fedavg_sgd", server, xi, dci, n, FedConfig(n_clients=4, clients_per_round=2, server_lr=1.0))
+    plain = server_update(
+        "fedavg_sgd", server, xi, dci, n, FedConfig(n_clients=4, clients_per_round=2, server_lr=1.0)
+    )
     np.testing.assert_allclose(plain.params["w"], [[2.0, 2.0]])
 
 
 def test_client_update_matches_the_optax_chain_and_the_definition(ls_problem):
-    cfg = FedConfig(n_clients=6, clients_per_round=6, local_steps=3, batch_size=None, lr=0.1, alpha=0.4, lmo=LMOSpec(ns_steps=None))
+    cfg = FedConfig(
+        n_clients=6,
+        clients_per_round=6,
+        local_steps=3,
+        batch_size=None,
+        lr=0.1,
+        alpha=0.4,
+        lmo=LMOSpec(ns_steps=None),
+    )
     data = jax.tree.map(lambda a: jnp.asarray(a[0]), ls_problem.clients.data)
     batches = jax.tree.map(lambda a: jnp.broadcast_to(a, (3, *a.shape)), data)
     x = jnp.ones((5, 3)) * 0.1
     rng = np.random.default_rng(0)
     ci, c, m0 = (jnp.asarray(rng.normal(size=(5, 3)), jnp.float32) for _ in range(3))
-    y, st, dc, _ = client_update("fedmuon", x, ClientState(ci, m0), c, batches, ls_problem.loss_fn, cfg)
+    y, st, dc, _ = client_update(
+        "fedmuon", x, ClientState(ci, m0), c, batches, ls_problem.loss_fn, cfg
+    )
     # by hand: M ← 0.6 M + 0.4 g;  X ← X − η polar(M − C_i + C);  C_i⁺ = M;  ΔC = M − C_i
     m, xr = np.asarray(m0, np.float64), np.asarray(x, np.float64)
     a, b = np.asarray(data["a"], np.float64), np.asarray(data["b"], np.float64)
@@ -217,8 +238,18 @@ def test_vmap_equals_loop_and_jit_equals_eager(ls_problem):
 
 
 def test_every_baseline_trains_and_communication_is_counted(ls_problem):
-    cfg = FedConfig(n_clients=6, clients_per_round=3, local_steps=3, batch_size=8, rounds=25, lr=0.02)
-    for algo in ("fedavg_sgd", "fedavg_adam", "scaffold", "fedprox", "fedadam", "local_muon", "fedmuon"):
+    cfg = FedConfig(
+        n_clients=6, clients_per_round=3, local_steps=3, batch_size=8, rounds=25, lr=0.02
+    )
+    for algo in (
+        "fedavg_sgd",
+        "fedavg_adam",
+        "scaffold",
+        "fedprox",
+        "fedadam",
+        "local_muon",
+        "fedmuon",
+    ):
         h = run_problem(algo, ls_problem, cfg, seed=0, eval_every=25)
         assert h.loss[-1] < 0.8 * h.loss[0], algo
     assert communication_bytes("fedmuon", jnp.zeros((5, 3))) == (120, 120)

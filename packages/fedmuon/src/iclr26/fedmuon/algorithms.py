@@ -118,8 +118,8 @@ class FedConfig:
         check_choice(self.scaffold_variant, "scaffold_variant", ("last_grad", "option2"))
 
     def static_key(self) -> FedConfig:
-        """This config with the fields that never change compiled code zeroed (``lr``, ``rounds``)."""
-        return replace(self, lr=1.0, rounds=0)
+        """This config with the fields that never change compiled code reset (``lr``, ``rounds``, ``lr_decay``)."""
+        return replace(self, lr=1.0, rounds=0, lr_decay="constant")
 
 
 class ServerState(NamedTuple):
@@ -152,15 +152,15 @@ def init_server(algo: str, params: Any, cfg: FedConfig) -> ServerState:
     """Round-0 server state: ``X = params``, ``C = 0`` (spec §1.2, **[verify]** warm starts)."""
     _check_algo(algo)
     opt_state = _server_adam(cfg).init(params) if algo == "fedadam" else optax.EmptyState()
-    return ServerState(
-        params, optax.tree.zeros_like(params), jnp.zeros((), jnp.int32), opt_state
-    )
+    return ServerState(params, optax.tree.zeros_like(params), jnp.zeros((), jnp.int32), opt_state)
 
 
 def init_clients(params: Any, n_clients: int) -> ClientState:
     """Zero ``C_i`` and ``M_i`` for ``n_clients`` clients, stacked along a leading axis."""
     check_int(n_clients, "n_clients", low=1)
-    zeros = jax.tree.map(lambda p: jnp.zeros((n_clients, *jnp.shape(p)), jnp.result_type(p)), params)
+    zeros = jax.tree.map(
+        lambda p: jnp.zeros((n_clients, *jnp.shape(p)), jnp.result_type(p)), params
+    )
     return ClientState(zeros, zeros)
 
 
@@ -265,7 +265,10 @@ def client_update(
         opt = optax.sgd(lr)
 
         def objective(y, batch):
-            prox = sum(jnp.sum((a - b) ** 2) for a, b in zip(jax.tree.leaves(y), jax.tree.leaves(x0), strict=True))
+            prox = sum(
+                jnp.sum((a - b) ** 2)
+                for a, b in zip(jax.tree.leaves(y), jax.tree.leaves(x0), strict=True)
+            )
             return loss_fn(y, batch) + 0.5 * cfg.prox_mu * prox
     else:  # fedadam: plain local SGD, adaptivity on the server
         opt = optax.sgd(lr)

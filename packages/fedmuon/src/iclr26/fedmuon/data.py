@@ -117,7 +117,9 @@ def load_digits_split(*, seed: int, test_fraction: float = 0.2) -> tuple[np.ndar
     """
     from sklearn.datasets import load_digits
 
-    check_range(test_fraction, "test_fraction", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    check_range(
+        test_fraction, "test_fraction", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
+    )
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     y = y.astype(np.int32)
@@ -125,5 +127,5 @@ def load_digits_split(*, seed: int, test_fraction: float = 0.2) -> tuple[np.ndar
     test = np.zeros(y.size, dtype=bool)
     for c in np.unique(y):
         idx = rng.permutation(np.flatnonzero(y == c))
-        test[idx[: int(round(test_fraction * idx.size))]] = True
+        test[idx[: round(test_fraction * idx.size)]] = True
     return x[~test], y[~test], x[test], y[test]

@@ -49,7 +49,9 @@ SCALES = (None, "width", "rms")
 def _coeffs(coeffs: str | tuple[float, float, float] | Any) -> jax.Array:
     if isinstance(coeffs, str):
         if coeffs not in NS_COEFFS:
-            raise ValueError(f"coeffs must be one of {sorted(NS_COEFFS)} or (a, b, c); got {coeffs!r}")
+            raise ValueError(
+                f"coeffs must be one of {sorted(NS_COEFFS)} or (a, b, c); got {coeffs!r}"
+            )
         return jnp.asarray(NS_COEFFS[coeffs])
     arr = jnp.asarray(coeffs)
     if arr.shape[-1:] != (3,) or arr.ndim not in (1, 2):
@@ -200,7 +202,9 @@ class LMOSpec:
         if self.vector not in VECTOR_LMOS:
             raise ValueError(f"vector must be one of {VECTOR_LMOS}; got {self.vector!r}")
         if self.ns_steps is not None and (
-            not isinstance(self.ns_steps, int) or isinstance(self.ns_steps, bool) or self.ns_steps < 0
+            not isinstance(self.ns_steps, int)
+            or isinstance(self.ns_steps, bool)
+            or self.ns_steps < 0
         ):
             raise ValueError(f"ns_steps must be None or an integer >= 0; got {self.ns_steps!r}")
         if self.scale not in SCALES:

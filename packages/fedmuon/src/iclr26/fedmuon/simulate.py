@@ -82,7 +82,9 @@ def _per_client_mean(loss_fn: Callable, params: Any, data: Any, count: jax.Array
 @functools.lru_cache(maxsize=64)
 def _global_fn(loss_fn: Callable) -> Callable:
     def f(params: Any, data: Any, counts: jax.Array) -> jax.Array:
-        return jnp.mean(jax.vmap(lambda d, c: _per_client_mean(loss_fn, params, d, c))(data, counts))
+        return jnp.mean(
+            jax.vmap(lambda d, c: _per_client_mean(loss_fn, params, d, c))(data, counts)
+        )
 
     @jax.jit
     def metrics(params: Any, data: Any, counts: jax.Array) -> tuple[jax.Array, ...]:
