@@ -279,8 +279,8 @@ def _plot_e4(rows: list[dict]) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     exact = next(r for r in rows if r["coeffs"] == "exact")
     for ax, key, title in (
-        (axes[0], "‖∇f‖ @50", "speed: ‖∇f‖ after 50 rounds"),
-        (axes[1], "floor ‖∇f‖", "floor: mean ‖∇f‖ over the last 20 % of rounds"),
+        (axes[0], "‖∇f‖ @50", "speed (‖∇f‖ after 50 rounds)"),
+        (axes[1], "floor ‖∇f‖", "floor (mean of last 20 % of rounds)"),
     ):
         for coeffs in ("cubic", "jordan"):
             sub = [r for r in rows if r["coeffs"] == coeffs]
