@@ -486,8 +486,8 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
 def _matmul_gflops(n: int) -> float:
     a = jnp.ones((n, n), jnp.float32)
     f = jax.jit(lambda x: x @ x)
-    t = timeit(lambda: f(a), repeats=5, warmup=2)
-    return 2 * n**3 / t.median / 1e9
+    t = timeit(lambda: f(a), repeats=7, warmup=2)
+    return 2 * n**3 / t.min / 1e9
 
 
 def _lmo_cost(sizes: tuple[int, ...], repeats: int) -> list[dict]:
@@ -512,7 +512,7 @@ def _lmo_cost(sizes: tuple[int, ...], repeats: int) -> list[dict]:
                 timeit(lambda fn=fn, g=g: fn(g), repeats=repeats, warmup=1).median * 1e3
             )
         # 3 matmuls of n³ multiply-adds per step (X Xᵀ, A², B X)
-        row["NS5 GFLOP/s"] = 5 * 3 * 2 * n**3 / (row["NS5 jordan ms"] / 1e3) / 1e9
+        row["NS5 GFLOP/s (best)"] = 5 * 3 * 2 * n**3 / (row["NS5 jordan min ms"] / 1e3) / 1e9
         rows.append(row)
     return rows
 
@@ -567,7 +567,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
         rows.append(
             {"beta": beta, "algo": algo, "final test acc": float(acc[-1]),
              f"rounds to {target:.0%}": int(h.rounds[hit[0]]) if hit.size else None,
-             f"wall s to {target:.0%}": float(h.wall_time[hit[0]]) if hit.size else None,
+             f"wall s to {target:.0%} (excl. compile)": float(h.wall_time[hit[0]] - h.compile_time + per_round) if hit.size else None,
              "ms / round": per_round * 1e3, "compile s": h.compile_time,
              "KiB / round": h.bytes_per_round / 1024}
         )  # fmt: skip
@@ -589,19 +589,22 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
     )
 
     sizes = (64, 256, 512) if quick else (64, 128, 256, 512, 1024)
-    lmo_rows = _lmo_cost(sizes, 3 if quick else 5)
-    report.add_table("LMO cost per call (ms, jit, float32, CPU)", lmo_rows)
+    lmo_rows = _lmo_cost(sizes, 5 if quick else 9)
+    report.add_table(
+        "LMO cost per call (median ms, jit, float32, CPU)",
+        [{k: v for k, v in r.items() if "min ms" not in k} for r in lmo_rows],
+    )
     peak = _matmul_gflops(max(sizes))
     big = lmo_rows[-1]
     report.check(
         f"NS5 at n = {max(sizes)} runs within 2× of the machine's matmul throughput",
-        big["NS5 GFLOP/s"] >= peak / 2,
-        f"NS5 {big['NS5 GFLOP/s']:.1f} GFLOP/s vs {max(sizes)}² matmul {peak:.1f} GFLOP/s",
+        big["NS5 GFLOP/s (best)"] >= peak / 2,
+        f"NS5 {big['NS5 GFLOP/s (best)']:.1f} GFLOP/s vs {max(sizes)}² matmul {peak:.1f} GFLOP/s (best of repeats)",
     )
     report.check(
-        f"NS5 is no slower than optax.contrib's (n = {max(sizes)}, 10 % timing tolerance)",
-        big["NS5 jordan ms"] <= 1.1 * big["optax.contrib NS5 (jordan) ms"],
-        f"{big['NS5 jordan ms']:.2f} ms vs {big['optax.contrib NS5 (jordan) ms']:.2f} ms",
+        f"NS5 is no slower than optax.contrib's (n = {max(sizes)}, best of repeats, 10 % tolerance)",
+        big["NS5 jordan min ms"] <= 1.1 * big["optax.contrib NS5 (jordan) min ms"],
+        f"{big['NS5 jordan min ms']:.2f} ms vs {big['optax.contrib NS5 (jordan) min ms']:.2f} ms",
     )
     report.metric(
         f"NS5 speed-up vs SVD (n = {max(sizes)})", big["SVD polar ms"] / big["NS5 jordan ms"]
@@ -625,7 +628,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
     counts = jnp.asarray(problem.clients.counts)
     key = jax.random.key(seed)
     t_round = timeit(
-        lambda: round_fn(server, clients, data, counts, key, jnp.float32(0.05))[0].params,
+        lambda: jax.block_until_ready(
+            round_fn(server, clients, data, counts, key, jnp.float32(0.05))
+        ),
         repeats=20,
         warmup=2,
     )
