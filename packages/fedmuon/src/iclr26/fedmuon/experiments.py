@@ -558,7 +558,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
         "round is dominated by compute.",
         seed=seed, backends=BACKENDS, config={"quick": quick, "rounds": rounds},
     )  # fmt: skip
-    results = e3_digits(("mlp",), (seed,), rounds, show=progress)
+    iid_algos = ("fedmuon", "local_muon") if quick else ALGORITHMS
+    results = e3_digits(("mlp",), (seed,), rounds, show=progress, algorithms_iid=iid_algos)
     target = 0.85
     rows = []
     for (_, beta, algo), (h,) in results.items():
