@@ -317,7 +317,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
     seed_everything(seed)
     e3_models = ("mlp",) if quick else ("softmax", "mlp")
     e3_seeds = (seed,) if quick else (seed, seed + 1, seed + 2)
-    e3_rounds = 150 if quick else 400
+    e3_rounds = 150 if quick else 300
     report = Report(
         PACKAGE, "reproduce", CLAIM, seed=seed, backends=BACKENDS,
         config={"quick": quick, "e3_models": list(e3_models), "e3_seeds": list(e3_seeds), "e3_rounds": e3_rounds, "e3_lr": E3_LR},
