@@ -35,7 +35,7 @@ def op_norm(x):
     return float(np.linalg.norm(np.asarray(x, np.float64), 2))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.sampled_from(SHAPES), st.integers(0, 10_000))
 def test_spectral_lmo_is_optimal(shape, seed):
     g = matrix(shape, seed)
@@ -61,7 +61,7 @@ def test_polar_of_rank_deficient_and_zero_matrix():
     assert float(nuclear_norm(u)) == pytest.approx(15.0, rel=1e-5)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.sampled_from(SHAPES), st.integers(0, 10_000))
 def test_ns_zero_steps_is_frobenius_normalisation(shape, seed):
     g = matrix(shape, seed)
