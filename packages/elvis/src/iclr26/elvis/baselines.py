@@ -32,7 +32,10 @@ def _pairs(queries: Sequence[LocalFeatures], database: Sequence[LocalFeatures]) 
 
 
 def _cosines(q: LocalFeatures, d: LocalFeatures) -> Tensor:
-    return F.normalize(torch.from_numpy(q.desc), dim=1) @ F.normalize(torch.from_numpy(d.desc), dim=1).T
+    return (
+        F.normalize(torch.from_numpy(q.desc), dim=1)
+        @ F.normalize(torch.from_numpy(d.desc), dim=1).T
+    )
 
 
 def mnn_count(
@@ -60,7 +63,10 @@ def sum_max_similarity(
     """
     _pairs(queries, database)
     return np.array(
-        [float((_cosines(q, d).amax(0) > threshold).sum()) for q, d in zip(queries, database, strict=True)]
+        [
+            float((_cosines(q, d).amax(0) > threshold).sum())
+            for q, d in zip(queries, database, strict=True)
+        ]
     )
 
 
@@ -113,7 +119,12 @@ class AMESLite(nn.Module):
     """
 
     def __init__(
-        self, in_dim: int, model_dim: int = 128, n_layers: int = 2, n_heads: int = 2, ff_mult: int = 2
+        self,
+        in_dim: int,
+        model_dim: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 2,
+        ff_mult: int = 2,
     ) -> None:
         super().__init__()
         check_int(in_dim, "in_dim", low=1)

@@ -80,4 +80,3 @@ main = make_cli(
     description="ELViS (ICLR 2026): similarity-space re-ranking from local descriptors.",
     commands={"rerank": ("re-rank database images for each query image", _rerank_setup)},
 )
-

@@ -152,7 +152,7 @@ def _shift(img: Image, shift: str, rng: np.random.Generator) -> Image:
         H = _homography(w, h, rng, 0.18)
         return cv2.warpPerspective(img, H, (w, h), borderValue=0.5)
     if shift == "jpeg":
-        ok, buf = cv2.imencode(".jpg", (img * 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 10])
+        _, buf = cv2.imencode(".jpg", (img * 255).astype(np.uint8), [cv2.IMWRITE_JPEG_QUALITY, 10])
         return cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE).astype(np.float32) / 255.0
     return img
 
@@ -217,7 +217,12 @@ def make_retrieval_set(
 
 
 def make_training_pairs(
-    feats_query: Sequence, feats_db: Sequence, relevant: NDArray, *, neg_per_pos: int = 1, seed: int = 0
+    feats_query: Sequence,
+    feats_db: Sequence,
+    relevant: NDArray,
+    *,
+    neg_per_pos: int = 1,
+    seed: int = 0,
 ) -> list[tuple]:
     """(query, database, label) pairs from a featurised split: every positive plus random negatives."""
     rng = np.random.default_rng(seed)

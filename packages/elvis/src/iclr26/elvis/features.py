@@ -164,9 +164,7 @@ def extract_daisy(
     return LocalFeatures(desc, xy, desc.var(axis=1)).top(n_keep)
 
 
-def pad_batch(
-    feats: Sequence[LocalFeatures], max_len: int | None = None
-) -> tuple[Tensor, Tensor]:
+def pad_batch(feats: Sequence[LocalFeatures], max_len: int | None = None) -> tuple[Tensor, Tensor]:
     """Stack variable-length descriptor sets into (B, L, D) float32 plus a (B, L) padding mask.
 
     The mask follows the official convention: True marks padding. Sets longer than ``max_len``

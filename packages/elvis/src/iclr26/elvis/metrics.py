@@ -41,9 +41,7 @@ def _check(order: NDArray, labels: NDArray) -> tuple[NDArray, NDArray]:
 def mean_average_precision(order: ArrayLike, labels: ArrayLike) -> float:
     """mAP over queries; ``order`` (Q, N) ranks database indices, ``labels`` (Q, N) relevance."""
     order, labels = _check(order, labels)
-    return float(
-        np.mean([average_precision(lab[o]) for o, lab in zip(order, labels, strict=True)])
-    )
+    return float(np.mean([average_precision(lab[o]) for o, lab in zip(order, labels, strict=True)]))
 
 
 def map_at_k(order: ArrayLike, labels: ArrayLike, k: int) -> float:

@@ -53,7 +53,9 @@ def check_pair_inputs(
         if not torch.isfinite(x).all():
             raise ValueError(f"{name} contains NaN or inf")
     if q.shape[0] != d.shape[0]:
-        raise ValueError(f"q and d must hold the same number of pairs, got {q.shape[0]}, {d.shape[0]}")
+        raise ValueError(
+            f"q and d must hold the same number of pairs, got {q.shape[0]}, {d.shape[0]}"
+        )
     if q.shape[2] != d.shape[2]:
         raise ValueError(f"descriptor dims differ: q has D={q.shape[2]}, d has D={d.shape[2]}")
     if in_dim is not None and q.shape[2] != in_dim:
@@ -65,7 +67,9 @@ def check_pair_inputs(
         if not isinstance(mask, Tensor):
             raise TypeError(f"{name} must be a bool torch.Tensor, got {type(mask).__name__}")
         if tuple(mask.shape) != tuple(x.shape[:2]):
-            raise ValueError(f"{name} must have shape {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+            raise ValueError(
+                f"{name} must have shape {tuple(x.shape[:2])}, got {tuple(mask.shape)}"
+            )
         mask = mask.bool()
         if mask.all(dim=1).any():
             raise ValueError(f"{name} masks every descriptor of some pair (empty descriptor set)")
@@ -160,7 +164,10 @@ class ELViS(nn.Module):
         else:
             self.register_buffer("log_temperature", log_t)
         self.vote_mlp = nn.Sequential(
-            nn.Linear(1, vote_hidden), nn.LayerNorm(vote_hidden), nn.GELU(), nn.Linear(vote_hidden, 1)
+            nn.Linear(1, vote_hidden),
+            nn.LayerNorm(vote_hidden),
+            nn.GELU(),
+            nn.Linear(vote_hidden, 1),
         )
         self.head = nn.Sequential(nn.Linear(1, head_hidden), nn.GELU(), nn.Linear(head_hidden, 1))
 
@@ -169,7 +176,7 @@ class ELViS(nn.Module):
     def init_untrained_(
         self,
         *,
-        gain: float = 0.5,
+        gain: float = 0.7,
         vote_threshold: float = 0.3,
         vote_slope: float = 10.0,
         seed: int = 0,
@@ -277,7 +284,19 @@ class ELViS(nn.Module):
         row_votes = self.vote(row_best) * (~q_mask)
         col_votes = self.vote(col_best) * (~d_mask)
         score = row_votes.sum(1) + col_votes.sum(1)
-        return sim, zq, zd, plan, row_best, row_match, col_best, col_match, row_votes, col_votes, score
+        return (
+            sim,
+            zq,
+            zd,
+            plan,
+            row_best,
+            row_match,
+            col_best,
+            col_match,
+            row_votes,
+            col_votes,
+            score,
+        )
 
     def forward(
         self,
@@ -356,7 +375,9 @@ class ELViS(nn.Module):
 
     def num_parameters(self, *, inference_only: bool = True) -> int:
         """Parameter count (without the training head g by default, as the paper counts)."""
-        params = [p for n, p in self.named_parameters() if not (inference_only and n.startswith("head."))]
+        params = [
+            p for n, p in self.named_parameters() if not (inference_only and n.startswith("head."))
+        ]
         return int(sum(p.numel() for p in params))
 
 
@@ -419,7 +440,10 @@ def load_official_checkpoint(
         temperature=temperature,
         n_iters=n_iters,
     )
-    mapped = {ours: torch.as_tensor(state[k]).reshape(model.state_dict()[ours].shape) for k, ours in OFFICIAL_KEY_MAP.items()}
+    mapped = {
+        ours: torch.as_tensor(state[k]).reshape(model.state_dict()[ours].shape)
+        for k, ours in OFFICIAL_KEY_MAP.items()
+    }
     mapped["log_temperature"] = model.log_temperature.detach().clone()
     model.load_state_dict(mapped)
     return model.eval()

@@ -14,7 +14,14 @@ from torch import Tensor
 
 from iclr26.shared import check_choice
 
-__all__ = ["DOMAINS", "MASKED", "augment_scores", "dustbin_transport", "exp_sinkhorn", "log_sinkhorn"]
+__all__ = [
+    "DOMAINS",
+    "MASKED",
+    "augment_scores",
+    "dustbin_transport",
+    "exp_sinkhorn",
+    "log_sinkhorn",
+]
 
 DOMAINS = ("log", "exp")
 # Padded cells get this finite score instead of -inf: exp() of it is exactly 0 in float32, and

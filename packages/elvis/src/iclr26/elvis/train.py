@@ -18,7 +18,8 @@ from numpy.typing import ArrayLike
 from torch import nn
 
 from iclr26.elvis.features import LocalFeatures, pad_batch
-from iclr26.shared import check_array, check_int, progress as progress_bar
+from iclr26.shared import check_array, check_int
+from iclr26.shared import progress as progress_bar
 
 __all__ = ["FitHistory", "TripletSampler", "fit", "warmup_cosine"]
 
