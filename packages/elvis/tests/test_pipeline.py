@@ -45,9 +45,12 @@ def test_rerank_keeps_the_tail_and_an_oracle_helps():
     queries = [LocalFeatures(np.zeros((1, 2))), LocalFeatures(np.ones((1, 2)))]
     lookup = {id(f): i for i, f in enumerate(feats)}
     qid = {id(q): i for i, q in enumerate(queries)}
-    oracle = lambda qs, ds: np.array(
-        [10.0 * labels[qid[id(q)], lookup[id(d)]] for q, d in zip(qs, ds, strict=True)]
-    )  # noqa: E731
+
+    def oracle(qs, ds):
+        return np.array(
+            [10.0 * labels[qid[id(q)], lookup[id(d)]] for q, d in zip(qs, ds, strict=True)]
+        )
+
     _, order = rerank(sims, oracle, queries, feats, top_k=n, lam=0.0, t=1.0)
     assert mean_average_precision(order, labels) == pytest.approx(1.0)
     _, order5 = rerank(sims, oracle, queries, feats, top_k=5, lam=0.5)
