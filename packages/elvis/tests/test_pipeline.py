@@ -161,3 +161,22 @@ def test_reproduce_quick_runs_and_reports(tmp_path):
     assert report.tables
     assert report.figures
     assert report.checks
+
+
+def test_official_hdf5_round_trip(tmp_path):
+    from iclr26.elvis import read_official_h5, write_official_h5
+
+    rng = np.random.default_rng(3)
+    feats = [
+        LocalFeatures(rng.normal(size=(n, 8)), rng.uniform(0, 50, (n, 2)), rng.uniform(size=n))
+        for n in (5, 9)
+    ]
+    path = tmp_path / "desc.h5"
+    write_official_h5(path, feats, k=12)
+    back = read_official_h5(path)
+    assert [len(f) for f in back] == [5, 9]
+    for a, b in zip(feats, back, strict=True):
+        np.testing.assert_allclose(a.desc, b.desc, atol=1e-6)
+        np.testing.assert_allclose(a.xy, b.xy, atol=1e-5)
+    with pytest.raises(ValueError, match="no dataset"):
+        read_official_h5(path, dataset="nope")

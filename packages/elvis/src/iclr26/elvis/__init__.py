@@ -29,6 +29,7 @@ from iclr26.elvis.features import (
     pad_batch,
 )
 from iclr26.elvis.global_desc import VLAD, gem
+from iclr26.elvis.io import read_official_h5, write_official_h5
 from iclr26.elvis.metrics import average_precision, map_at_k, mean_average_precision
 from iclr26.elvis.model import (
     OFFICIAL_KEY_MAP,
@@ -78,8 +79,10 @@ __all__ = [
     "mnn_count",
     "pad_batch",
     "ratio_magsac_inliers",
+    "read_official_h5",
     "rerank",
     "stereo_pair",
     "sum_max_similarity",
     "warmup_cosine",
+    "write_official_h5",
 ]
