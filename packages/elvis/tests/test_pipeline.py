@@ -180,3 +180,19 @@ def test_official_hdf5_round_trip(tmp_path):
         np.testing.assert_allclose(a.xy, b.xy, atol=1e-5)
     with pytest.raises(ValueError, match="no dataset"):
         read_official_h5(path, dataset="nope")
+
+
+def test_gem_warmup_cosine_and_temperature_calibration():
+    from iclr26.elvis import calibrate_temperature, gem, warmup_cosine
+
+    x = np.abs(np.random.default_rng(0).normal(size=(10, 4)))
+    mean = x.mean(0)
+    np.testing.assert_allclose(gem(x, p=1.0), mean / np.linalg.norm(mean), atol=1e-6)
+    assert warmup_cosine(0, 100, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(10, 100, 0.1) == pytest.approx(1.0)
+    assert warmup_cosine(55, 100, 0.1) == pytest.approx(0.5)
+    pairs = [(p[0], p[1]) for p in _synthetic_pairs(6, 1) if p[2] == 1]
+    model = ELViS(16, model_dim=16).init_untrained_()
+    taus = [calibrate_temperature(model, pairs, target=t) for t in (0.2, 0.5, 0.8)]
+    assert taus == sorted(taus)
+    assert float(model.temperature) == pytest.approx(10.0)  # restored

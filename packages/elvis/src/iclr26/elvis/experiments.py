@@ -186,7 +186,7 @@ def _figure(model: ELViS, split: _Split, n_show: int = 4):
         ax = fig.add_subplot(gs[0, r + 1])
         ax.imshow(split.data.database[j], cmap="gray", vmin=0, vmax=1)
         ok = bool(rel[qi, j])
-        ax.set_title(f"#{r + 1} {'✓ match' if ok else '✗ other'}  score {scores[qi, r]:.2f}",
+        ax.set_title(f"#{r + 1} {'✓ match' if ok else '✗ other'}  fused {scores[qi, r]:.2f}",
                      color="green" if ok else "red", fontsize=9)  # fmt: skip
         ax.axis("off")
     g_rank = int(glob[qi].tolist().index(order[qi, 0])) + 1
