@@ -37,7 +37,11 @@ def _rerank_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--n-features", type=int, default=600)
     parser.add_argument("--temperature", type=float, default=10.0)
     parser.add_argument("--lam", type=float, default=0.5)
-    parser.add_argument("--checkpoint", type=Path, help="a trained ELViS state dict (.pt)")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="an official-format ELViS checkpoint (.pt; its descriptors must be SIFT-sized to match)",
+    )
     parser.add_argument("--show", type=int, default=10, help="results listed per query")
     parser.add_argument("--out", type=Path, help="write the ranking as JSON here (default: print)")
 
