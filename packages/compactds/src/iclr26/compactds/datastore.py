@@ -11,6 +11,7 @@ second encoder (what the released CompactDS does with GRIT-7B, ``src/exact_reran
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import threading
 from collections.abc import Sequence
@@ -105,6 +106,10 @@ class Datastore:
             root / meta["vector_file"], dtype=np.dtype(meta["vector_dtype"]), mode="r",
             shape=(self.n, self.dim),
         )  # fmt: skip
+        # Random row reads: no kernel readahead around each faulted row (cold stores on disk).
+        raw_map = getattr(self.vectors, "_mmap", None)
+        if raw_map is not None and hasattr(mmap, "MADV_RANDOM"):
+            raw_map.madvise(mmap.MADV_RANDOM)
         self.offsets = np.load(root / "offsets.npy")
         self.file_ids = np.load(root / "file_ids.npy")
         if len(self.offsets) != self.n or len(self.file_ids) != self.n:

@@ -6,7 +6,8 @@ bounds, unknown source or rerank mode. Handlers are synchronous and run in the s
 pool; faiss searches are read-only and pass ``nprobe`` per call, so concurrent requests are safe.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: FastAPI must see the request model class itself
+# (it is defined inside create_app) to read it from the body.
 
 import logging
 from dataclasses import asdict
