@@ -73,6 +73,33 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def write_shard(encoder: Encoder, batch_size: int, shard: _Shard, work: Path) -> None:
+    """Embed one shard and write its passages, vectors and done-marker (in that order) into
+    ``work``; the unit of work of every build path (threads, Ray actors)."""
+    texts = [t for _, t in shard.items]
+    parts = [
+        encoder.encode_passages(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)
+    ]
+    vecs = np.concatenate(parts).astype(np.float32)
+    if vecs.shape != (len(texts), encoder.dim):
+        raise ValueError(
+            f"encoder returned shape {vecs.shape}, expected ({len(texts)}, {encoder.dim})"
+        )
+    lines, offsets, pos = [], [], 0
+    for j, (doc_id, text) in enumerate(shard.items):
+        rec = {"id": shard.first_id + j, "source": shard.source, "doc_id": doc_id, "text": text}
+        line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+        offsets.append(pos)
+        pos += len(line)
+        lines.append(line)
+    buf = io.BytesIO()
+    np.savez(buf, vectors=vecs, offsets=np.asarray(offsets, np.uint64))
+    atomic_write_bytes(work / f"{shard.key}.jsonl", b"".join(lines))
+    atomic_write_bytes(work / f"{shard.key}.npz", buf.getvalue())
+    done = {"n": len(texts), "first_id": shard.first_id, "digest": shard.digest()}
+    atomic_write_text(work / f"{shard.key}.done.json", json.dumps(done))
+
+
 class DatastoreBuilder:
     """Build a CompactDS-style datastore directory.
 
@@ -220,29 +247,7 @@ class DatastoreBuilder:
         }
 
     def _encode_shard(self, shard: _Shard, work: Path) -> None:
-        texts = [t for _, t in shard.items]
-        parts = [
-            self.encoder.encode_passages(texts[i : i + self.batch_size])
-            for i in range(0, len(texts), self.batch_size)
-        ]
-        vecs = np.concatenate(parts).astype(np.float32)
-        if vecs.shape != (len(texts), self.encoder.dim):
-            raise ValueError(
-                f"encoder returned shape {vecs.shape}, expected ({len(texts)}, {self.encoder.dim})"
-            )
-        lines, offsets, pos = [], [], 0
-        for j, (doc_id, text) in enumerate(shard.items):
-            rec = {"id": shard.first_id + j, "source": shard.source, "doc_id": doc_id, "text": text}
-            line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
-            offsets.append(pos)
-            pos += len(line)
-            lines.append(line)
-        buf = io.BytesIO()
-        np.savez(buf, vectors=vecs, offsets=np.asarray(offsets, np.uint64))
-        atomic_write_bytes(work / f"{shard.key}.jsonl", b"".join(lines))
-        atomic_write_bytes(work / f"{shard.key}.npz", buf.getvalue())
-        done = {"n": len(texts), "first_id": shard.first_id, "digest": shard.digest()}
-        atomic_write_text(work / f"{shard.key}.done.json", json.dumps(done))
+        write_shard(self.encoder, self.batch_size, shard, work)
 
     def _is_done(self, shard: _Shard, work: Path) -> bool:
         marker = work / f"{shard.key}.done.json"
@@ -256,26 +261,8 @@ class DatastoreBuilder:
             )
         return True
 
-    def build(
-        self,
-        *,
-        workers: int = 1,
-        on_shard: Callable[[str], None] | None = None,
-        trained_index: Any | None = None,
-    ):
-        """Run (or resume) the build and return the opened :class:`~iclr26.compactds.Datastore`.
-
-        Args:
-            workers: threads that embed shards and add them to copies of the trained index,
-                merged in shard order (results identical to ``workers=1``).
-            on_shard: called with each finished shard's key (progress hooks, tests that
-                interrupt a build).
-            trained_index: a trained, empty faiss IVF index to reuse (the shared-trained-index
-                pattern of a distributed build); default: train one on a sample.
-        """
-        from iclr26.compactds.datastore import Datastore
-
-        workers = check_int(workers, "workers", low=1)
+    def _prepare(self) -> tuple[Path, list[_Shard], list[_Shard]]:
+        """Checks, the build folder and its config, the shard plan, and the shards still to do."""
         if not self._sources:
             raise ValueError("no sources: call add_source() before build()")
         set_threads(self.threads)
@@ -300,6 +287,29 @@ class DatastoreBuilder:
         if not shards:
             raise ValueError("the sources produced no passages (empty texts or all decontaminated)")
         todo = [s for s in shards if not self._is_done(s, work)]
+        return work, shards, todo
+
+    def build(
+        self,
+        *,
+        workers: int = 1,
+        on_shard: Callable[[str], None] | None = None,
+        trained_index: Any | None = None,
+    ):
+        """Run (or resume) the build and return the opened :class:`~iclr26.compactds.Datastore`.
+
+        Args:
+            workers: threads that embed shards and add them to copies of the trained index,
+                merged in shard order (results identical to ``workers=1``).
+            on_shard: called with each finished shard's key (progress hooks, tests that
+                interrupt a build).
+            trained_index: a trained, empty faiss IVF index to reuse (the shared-trained-index
+                pattern of a distributed build); default: train one on a sample.
+        """
+        from iclr26.compactds.datastore import Datastore
+
+        workers = check_int(workers, "workers", low=1)
+        work, shards, todo = self._prepare()
         bar = progress_bar(enabled=self.progress, total=sum(len(s.items) for s in todo),
                            desc="embed", unit="passage")  # fmt: skip
         with bar:
