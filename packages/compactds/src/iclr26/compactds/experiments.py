@@ -140,9 +140,10 @@ def _plot(curve_rows: list[dict], size_rows: list[dict], title_n: int):
         ax1.plot(
             [r["p50 ms"] for r in pts], [r["recall@10"] for r in pts], marker=marker, label=method
         )
-        for r in pts:
-            ax1.annotate(f"nprobe {r['nprobe']}", (r["p50 ms"], r["recall@10"]), fontsize=7,
-                         textcoords="offset points", xytext=(4, -8))  # fmt: skip
+        if method == "IVFPQ (ANN only)":
+            for r in pts:
+                ax1.annotate(f"nprobe {r['nprobe']}", (r["p50 ms"], r["recall@10"]), fontsize=7,
+                             textcoords="offset points", xytext=(-10, 7))  # fmt: skip
     flat = [r for r in curve_rows if r["method"] == "flat (brute force)"]
     if flat:
         ax1.scatter(
@@ -155,7 +156,9 @@ def _plot(curve_rows: list[dict], size_rows: list[dict], title_n: int):
             zorder=5,
         )
     ax1.set_xscale("log")
-    ax1.set_xlabel("latency per query, p50 (ms, batch 1, log scale)")
+    ax1.set_xlabel(
+        "latency per query, p50 (ms, batch 1, log scale); nprobe 1, 4, 16, 64 left to right"
+    )
     ax1.set_ylabel("recall@10 vs exact search")
     ax1.set_title(f"Recall vs latency, {title_n:,} clustered 384-d vectors")
     ax1.set_ylim(0, 1.05)
@@ -170,6 +173,8 @@ def _plot(curve_rows: list[dict], size_rows: list[dict], title_n: int):
         ns, [r["recall@10 +exact K=1000"] for r in size_rows], "^-", label="IVFPQ + exact, K=1000"
     )
     ax2.set_xscale("log")
+    ax2.set_xticks(ns, [f"{v:,}" for v in ns])
+    ax2.minorticks_off()
     ax2.set_xlabel("vectors in the store (log scale)")
     ax2.set_ylabel("recall@10 vs exact search")
     ax2.set_title("The ANN-only gap grows with store size")
@@ -295,7 +300,7 @@ def reproduce(*, quick: bool = True, seed: int = 0, progress: bool = False) -> R
                             }
                         )
         report.add_table("E3. Size curve on clustered synthetic vectors (384-d Gaussian mixture, "
-                         "nprobe 32, batch 1, 2 threads)", size_rows)  # fmt: skip
+                         f"nprobe 32, batch 1, {THREADS} faiss thread(s))", size_rows)  # fmt: skip
         report.add_table(f"E3b. Recall/latency sweep at N = {sizes[-1]:,}", curve_rows)
     big = size_rows[-1]
     report.check("ANN alone loses accuracy (real text, nprobe 32: recall@10 < 0.9)",
@@ -612,16 +617,28 @@ def _bench_plot(rows: list[dict], n: int):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for r in rows:
-        ax.scatter(r["p50 ms"], r["recall@10"], s=30 + 300 * min(r["RAM / raw"], 1.5))
-        ax.annotate(f"{r['method']}\nRAM {r['RAM / raw'] * 100:.0f}% of raw", (r["p50 ms"], r["recall@10"]),
-                    fontsize=6.5, textcoords="offset points", xytext=(6, -4))  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_xlabel("latency per query, p50 (ms, batch 1, log scale)")
-    ax.set_ylabel("recall@10 vs exact search")
-    ax.set_title(f"Peers on {n:,} clustered vectors (marker area ~ RAM)")
-    ax.set_ylim(min(r["recall@10"] for r in rows) - 0.1, 1.05)
-    ax.grid(alpha=0.3)
+    names = [r["method"] for r in rows]
+    y = np.arange(len(rows))[::-1]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.6), sharey=True)
+    ax1.barh(y, [100 * r["RAM / raw"] for r in rows], color="tab:blue")
+    ax1.set_xlabel("RAM held, % of the raw float32 vectors")
+    ax1.set_yticks(y, names, fontsize=8)
+    for yy, r in zip(y, rows, strict=True):
+        ax1.text(100 * r["RAM / raw"], yy, f" {100 * r['RAM / raw']:.0f}%", va="center", fontsize=7)
+    ax2.barh(y, [r["p50 ms"] for r in rows], color="tab:orange")
+    ax2.set_xlabel("latency per query, p50 (ms, batch 1)")
+    for yy, r in zip(y, rows, strict=True):
+        ax2.text(
+            r["p50 ms"],
+            yy,
+            f" {r['p50 ms']:.2f} ms, recall@10 {r['recall@10']:.2f}",
+            va="center",
+            fontsize=7,
+        )
+    ax1.set_xlim(0, 100 * max(r["RAM / raw"] for r in rows) * 1.25)
+    ax2.set_xlim(0, max(r["p50 ms"] for r in rows) * 1.9)
+    for ax in (ax1, ax2):
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"Peers on {n:,} clustered 384-d vectors: memory, latency and recall@10")
     fig.tight_layout()
     return fig
