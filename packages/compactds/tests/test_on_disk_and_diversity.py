@@ -21,7 +21,7 @@ def test_opening_a_store_does_not_load_the_vectors_into_ram(tmp_path, make_vecto
         return info.rss - info.shared
 
     rss0, anon0 = proc.memory_info().rss, anon()
-    store = Datastore.open(tmp_path / "big", verify="fast", load_encoder_=False)
+    store = Datastore.open(tmp_path / "big", verify="fast", rebuild_encoder=False)
     assert proc.memory_info().rss - rss0 < 0.3 * vec_bytes  # opening reads no vectors
     q = np.asarray(store.vectors[:20], np.float32)
     ids, _, _ = store.search_arrays(q, k=5, K=100, nprobe=4)

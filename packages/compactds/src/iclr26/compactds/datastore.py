@@ -128,7 +128,7 @@ class Datastore:
         *,
         encoder: Encoder | None = None,
         verify: str = "fast",
-        load_encoder_: bool = True,
+        rebuild_encoder: bool = True,
     ) -> Datastore:
         """Open a store after checking its schema, files and encoder.
 
@@ -136,9 +136,10 @@ class Datastore:
             path: the store directory.
             encoder: the encoder for text queries; its fingerprint and dimension must equal the
                 store's. Default: rebuilt from ``encoder.json`` on the first text query.
-            verify: ``"fast"`` (default: sizes of every file, sha256 of the small ones and the
-                index), ``"full"`` (sha256 of everything, reads the whole store) or ``"none"``.
-            load_encoder_: allow rebuilding the encoder from the store (default True).
+            verify: ``"fast"`` (default: sizes of every file, sha256 of the small ones and of
+                the index up to 256 MiB), ``"full"`` (sha256 of everything, reads the whole
+                store) or ``"none"``.
+            rebuild_encoder: allow rebuilding the encoder from the store (default True).
 
         Raises:
             StoreError: missing/incomplete store, other schema, truncated or corrupted file,
@@ -161,7 +162,7 @@ class Datastore:
                     f"{want['fingerprint']}); {encoder.name} has fingerprint {encoder.fingerprint}"
                 )
         store = cls(root, meta, encoder)
-        store._may_load_encoder = load_encoder_
+        store._may_load_encoder = rebuild_encoder
         return store
 
     @property

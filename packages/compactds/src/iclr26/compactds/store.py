@@ -98,13 +98,16 @@ def file_record(root: Path, rel: str) -> dict[str, Any]:
     return {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
 
 
-# Files small enough to hash on every open; the rest get a size check unless verify="full".
+# Files hashed on every open ("fast") while they are small; the rest (and any file over
+# FAST_HASH_LIMIT, e.g. a production-size index) get a size check unless verify="full".
 _ALWAYS_HASHED = ("offsets.npy", "file_ids.npy", "sources.json", "encoder.json", "encoder.npz",
                   "ann/index.faiss")  # fmt: skip
+FAST_HASH_LIMIT = 256 * 2**20
 
 
 def verify_files(root: Path, files: dict[str, dict[str, Any]], verify: str) -> None:
-    """Check each recorded file exists with its size; hash small files ("fast") or all ("full").
+    """Check each recorded file exists with its size; hash the small metadata files and the index
+    (up to 256 MiB) in ``"fast"`` mode, every file in ``"full"`` mode.
 
     Raises:
         StoreError: naming the first missing, truncated or corrupted file.
@@ -121,7 +124,8 @@ def verify_files(root: Path, files: dict[str, dict[str, Any]], verify: str) -> N
                 f"store {root}: file {rel} has {size} bytes, the metadata records "
                 f"{rec['bytes']} (truncated or overwritten)"
             )
-        if (verify == "full" or rel in _ALWAYS_HASHED) and sha256_file(p) != rec["sha256"]:
+        hashed = verify == "full" or (rel in _ALWAYS_HASHED and size <= FAST_HASH_LIMIT)
+        if hashed and sha256_file(p) != rec["sha256"]:
             raise StoreError(f"store {root}: file {rel} is corrupted (sha256 mismatch)")
 
 
