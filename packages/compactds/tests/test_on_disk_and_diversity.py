@@ -32,7 +32,7 @@ def test_opening_a_store_does_not_load_the_vectors_into_ram(tmp_path, make_vecto
 
 
 def test_no_single_source_suffices(tmp_path, text_corpus, lsa):
-    """Spec test 11 on two sources: each single-source store misses the other family's queries;
+    """The diversity effect on two sources: each single-source store misses the other family's queries;
     the combined store answers both about as well as the matching single-source store."""
     stores = {}
     for name in (("pydoc",), ("numpy",), ("pydoc", "numpy")):
