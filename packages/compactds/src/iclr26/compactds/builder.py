@@ -1,0 +1,443 @@
+"""Building a datastore: ingest → chunk → decontaminate → embed (sharded, resumable) → train
+IVFPQ on a sample → add → write the store atomically.
+
+An interrupted build leaves ``<store>/build/`` with every shard finished so far (each shard's
+passages and vectors are renamed into place before its ``.done.json`` marker). Running the same
+build again skips finished shards, so no passage is embedded twice or lost, and the resulting
+store is byte-identical to an uninterrupted build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+from iclr26.compactds.chunking import Chunker
+from iclr26.compactds.decontamination import Decontaminator
+from iclr26.compactds.encoders import Encoder, save_encoder
+from iclr26.compactds.index import auto_params, set_threads, train_ivfpq
+from iclr26.compactds.store import (
+    META,
+    SCHEMA_VERSION,
+    VECTOR_DTYPES,
+    StoreError,
+    atomic_replace,
+    atomic_write_bytes,
+    atomic_write_text,
+    file_record,
+)
+from iclr26.shared import check_choice, check_int, check_range
+from iclr26.shared import progress as progress_bar
+
+__all__ = ["DatastoreBuilder"]
+
+log = logging.getLogger(__name__)
+_SOURCE_NAME = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+
+
+@dataclass(frozen=True)
+class _Shard:
+    key: str
+    source: str
+    first_id: int
+    items: list[tuple[str, str]]  # (doc_id, text)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for doc_id, text in self.items:
+            h.update(doc_id.encode() + b"\0" + text.encode() + b"\0")
+        return h.hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"faiss": faiss.__version__, "numpy": np.__version__}
+    try:
+        out["iclr26-compactds"] = version("iclr26-compactds")
+    except PackageNotFoundError:
+        out["iclr26-compactds"] = "unknown"
+    return out
+
+
+def write_shard(encoder: Encoder, batch_size: int, shard: _Shard, work: Path) -> None:
+    """Embed one shard and write its passages, vectors and done-marker (in that order) into
+    ``work``; the unit of work of every build path (threads, Ray actors)."""
+    texts = [t for _, t in shard.items]
+    parts = [
+        encoder.encode_passages(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)
+    ]
+    vecs = np.concatenate(parts).astype(np.float32)
+    if vecs.shape != (len(texts), encoder.dim):
+        raise ValueError(
+            f"encoder returned shape {vecs.shape}, expected ({len(texts)}, {encoder.dim})"
+        )
+    lines, offsets, pos = [], [], 0
+    for j, (doc_id, text) in enumerate(shard.items):
+        rec = {"id": shard.first_id + j, "source": shard.source, "doc_id": doc_id, "text": text}
+        line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+        offsets.append(pos)
+        pos += len(line)
+        lines.append(line)
+    buf = io.BytesIO()
+    np.savez(buf, vectors=vecs, offsets=np.asarray(offsets, np.uint64))
+    atomic_write_bytes(work / f"{shard.key}.jsonl", b"".join(lines))
+    atomic_write_bytes(work / f"{shard.key}.npz", buf.getvalue())
+    done = {"n": len(texts), "first_id": shard.first_id, "digest": shard.digest()}
+    atomic_write_text(work / f"{shard.key}.done.json", json.dumps(done))
+
+
+class DatastoreBuilder:
+    """Build a CompactDS-style datastore directory.
+
+    Args:
+        path: the store directory (created).
+        encoder: an :class:`~iclr26.compactds.encoders.Encoder` (fitted, for LSA).
+        chunker: word chunker (default ``Chunker(256)``, the paper's 256-word passages).
+        decontaminator: drops passages leaking eval queries (default: none).
+        shard_size: passages per resumable shard (default 4096).
+        vector_dtype: ``"float16"`` (default, half the disk) or ``"float32"`` for the full
+            vectors read by the exact stage.
+        nlist, m, nbits: IVFPQ shape, ``"auto"`` by default (see
+            :func:`~iclr26.compactds.index.auto_params`).
+        train_frac: fraction of vectors used to train the index (default 0.05, CompactDS's
+            ~5 %), but at least ``train_min`` (default 20,000) or all of them.
+        batch_size: passages per encoder call (default 256).
+        seed: seed of the training sample and k-means.
+        threads: faiss OpenMP threads (``None``: faiss's default).
+        overwrite: replace an existing complete store at ``path``.
+        progress: show progress bars.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        encoder: Encoder,
+        *,
+        chunker: Chunker | None = None,
+        decontaminator: Decontaminator | None = None,
+        shard_size: int = 4096,
+        vector_dtype: str = "float16",
+        nlist: int | str = "auto",
+        m: int | str = "auto",
+        nbits: int | str = "auto",
+        train_frac: float = 0.05,
+        train_min: int = 20_000,
+        batch_size: int = 256,
+        seed: int = 0,
+        threads: int | None = None,
+        overwrite: bool = False,
+        progress: bool = False,
+    ) -> None:
+        for attr in ("encode_passages", "encode_queries", "fingerprint", "dim"):
+            if not hasattr(encoder, attr):
+                raise TypeError(f"encoder must implement the Encoder protocol (missing {attr!r})")
+        self.path = Path(path)
+        self.encoder = encoder
+        self.chunker = chunker or Chunker()
+        self.decontaminator = decontaminator
+        self.shard_size = check_int(shard_size, "shard_size", low=1)
+        self.vector_dtype = check_choice(vector_dtype, "vector_dtype", tuple(VECTOR_DTYPES))
+        self.nlist, self.m, self.nbits = nlist, m, nbits
+        self.train_frac = check_range(
+            train_frac, "train_frac", low=0.0, high=1.0, low_inclusive=False
+        )
+        self.train_min = check_int(train_min, "train_min", low=1)
+        self.batch_size = check_int(batch_size, "batch_size", low=1)
+        self.seed = check_int(seed, "seed", low=0)
+        self.threads = threads
+        self.overwrite = bool(overwrite)
+        self.progress = bool(progress)
+        self._sources: dict[str, list[tuple[str, str]]] = {}
+
+    # ----------------------------------------------------------------- ingestion
+    def add_source(self, name: str, docs: Iterable[Any]) -> DatastoreBuilder:
+        """Add a source: an iterable of texts, ``(doc_id, text)`` pairs or dicts with ``"text"``
+        (and optional ``"id"``). Sources get contiguous id ranges in the order they are added."""
+        if not isinstance(name, str) or not name or set(name) - _SOURCE_NAME:
+            raise ValueError(f"source name must be a non-empty [A-Za-z0-9_.] string, got {name!r}")
+        if name in self._sources:
+            raise ValueError(f"source {name!r} was already added")
+        items: list[tuple[str, str]] = []
+        for i, doc in enumerate(docs):
+            if isinstance(doc, str):
+                items.append((f"{name}:{i}", doc))
+            elif isinstance(doc, tuple) and len(doc) == 2:
+                items.append((str(doc[0]), str(doc[1])))
+            elif isinstance(doc, dict) and isinstance(doc.get("text"), str):
+                items.append((str(doc.get("id", f"{name}:{i}")), doc["text"]))
+            else:
+                raise TypeError(
+                    f"source {name!r} item {i}: expected a str, (doc_id, text) or a dict with a "
+                    f"'text' string, got {type(doc).__name__}"
+                )
+        self._sources[name] = items
+        return self
+
+    def add_jsonl(self, name: str, path: str | os.PathLike[str]) -> DatastoreBuilder:
+        """Add a JSONL file whose lines carry ``"text"`` (and optionally ``"id"``)."""
+        rows = []
+        with Path(path).open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from err
+                if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                    raise ValueError(f"{path}:{n}: every line needs a 'text' string")
+                rows.append(row)
+        return self.add_source(name, rows)
+
+    def add_text_folder(
+        self, name: str, folder: str | os.PathLike[str], pattern: str = "*.txt"
+    ) -> DatastoreBuilder:
+        """Add every file matching ``pattern`` under ``folder`` (recursive) as one document."""
+        files = sorted(Path(folder).rglob(pattern))
+        if not files:
+            raise ValueError(f"no files matching {pattern!r} under {folder}")
+        return self.add_source(
+            name, [(str(p.relative_to(folder)), p.read_text(encoding="utf-8")) for p in files]
+        )
+
+    # --------------------------------------------------------------------- build
+    def _plan(self) -> list[_Shard]:
+        shards: list[_Shard] = []
+        next_id = 0
+        for source, docs in self._sources.items():
+            kept = [
+                (doc_id, text)
+                for doc_id, text in self.chunker.chunk_documents(docs)
+                if self.decontaminator is None or self.decontaminator.keep(text)
+            ]
+            for k in range(math.ceil(len(kept) / self.shard_size)):
+                items = kept[k * self.shard_size : (k + 1) * self.shard_size]
+                shards.append(_Shard(f"{source}-{k:05d}", source, next_id, items))
+                next_id += len(items)
+        return shards
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "encoder": {
+                "name": self.encoder.name,
+                "fingerprint": self.encoder.fingerprint,
+                "dim": int(self.encoder.dim),
+            },
+            "chunking": self.chunker.config(),
+            "decontamination": None
+            if self.decontaminator is None
+            else self.decontaminator.config(),
+            "shard_size": self.shard_size,
+            "sources": {name: len(docs) for name, docs in self._sources.items()},
+        }
+
+    def _encode_shard(self, shard: _Shard, work: Path) -> None:
+        write_shard(self.encoder, self.batch_size, shard, work)
+
+    def _is_done(self, shard: _Shard, work: Path) -> bool:
+        marker = work / f"{shard.key}.done.json"
+        if not marker.is_file():
+            return False
+        done = json.loads(marker.read_text())
+        if done != {"n": len(shard.items), "first_id": shard.first_id, "digest": shard.digest()}:
+            raise StoreError(
+                f"shard {shard.key} of the interrupted build at {self.path} holds other passages "
+                "than the sources given now; remove the store directory to start over"
+            )
+        return True
+
+    def _prepare(self) -> tuple[Path, list[_Shard], list[_Shard]]:
+        """Checks, the build folder and its config, the shard plan, and the shards still to do."""
+        if not self._sources:
+            raise ValueError("no sources: call add_source() before build()")
+        set_threads(self.threads)
+        if (self.path / META).exists():
+            if not self.overwrite:
+                raise StoreError(f"{self.path} already holds a datastore (pass overwrite=True)")
+            shutil.rmtree(self.path)
+        work = self.path / "build"
+        work.mkdir(parents=True, exist_ok=True)
+        config = self._config()
+        cfg_path = work / "config.json"
+        if cfg_path.is_file():
+            if json.loads(cfg_path.read_text()) != json.loads(json.dumps(config)):
+                raise StoreError(
+                    f"{self.path} holds an interrupted build with other settings (encoder, "
+                    "chunking, sources); remove the directory to start over"
+                )
+            log.info("resuming the build in %s", self.path)
+        else:
+            atomic_write_text(cfg_path, json.dumps(config, indent=2))
+        shards = self._plan()
+        if not shards:
+            raise ValueError("the sources produced no passages (empty texts or all decontaminated)")
+        todo = [s for s in shards if not self._is_done(s, work)]
+        return work, shards, todo
+
+    def build(
+        self,
+        *,
+        workers: int = 1,
+        on_shard: Callable[[str], None] | None = None,
+        trained_index: Any | None = None,
+    ):
+        """Run (or resume) the build and return the opened :class:`~iclr26.compactds.Datastore`.
+
+        Args:
+            workers: threads that embed shards and add them to copies of the trained index,
+                merged in shard order (results identical to ``workers=1``).
+            on_shard: called with each finished shard's key (progress hooks, tests that
+                interrupt a build).
+            trained_index: a trained, empty faiss IVF index to reuse (the shared-trained-index
+                pattern of a distributed build); default: train one on a sample.
+        """
+        from iclr26.compactds.datastore import Datastore
+
+        workers = check_int(workers, "workers", low=1)
+        work, shards, todo = self._prepare()
+        bar = progress_bar(enabled=self.progress, total=sum(len(s.items) for s in todo),
+                           desc="embed", unit="passage")  # fmt: skip
+        with bar:
+            if workers == 1:
+                for shard in todo:
+                    self._encode_shard(shard, work)
+                    bar.update(len(shard.items))
+                    if on_shard is not None:
+                        on_shard(shard.key)
+            else:
+                pool = ThreadPoolExecutor(max_workers=workers)
+                try:
+                    futures = [pool.submit(self._encode_shard, s, work) for s in todo]
+                    for shard, fut in zip(todo, futures, strict=True):
+                        fut.result()
+                        bar.update(len(shard.items))
+                        if on_shard is not None:
+                            on_shard(shard.key)
+                finally:
+                    # on an error, do not start shards that were not running yet
+                    pool.shutdown(wait=True, cancel_futures=True)
+        self._finalize(shards, work, workers, trained_index)
+        return Datastore.open(self.path, encoder=self.encoder)
+
+    def _finalize(self, shards: list[_Shard], work: Path, workers: int, trained: Any) -> None:
+        root = self.path
+        dim = int(self.encoder.dim)
+        n = sum(len(s.items) for s in shards)
+        dtype = np.dtype(self.vector_dtype)
+        vec_name = VECTOR_DTYPES[self.vector_dtype]
+        # 1. vectors + passages + offsets, shard by shard
+        (root / "passages").mkdir(exist_ok=True)
+        tmp_vec = root / f".{vec_name}.tmp-{os.getpid()}"
+        offsets = np.empty(n, np.uint64)
+        file_ids = np.empty(n, np.uint32)
+        files: list[str] = []
+        with tmp_vec.open("wb") as fv:
+            for fid, s in enumerate(shards):
+                with np.load(work / f"{s.key}.npz") as z:
+                    fv.write(np.ascontiguousarray(z["vectors"].astype(dtype)).tobytes())
+                    offsets[s.first_id : s.first_id + len(s.items)] = z["offsets"]
+                file_ids[s.first_id : s.first_id + len(s.items)] = fid
+                rel = f"passages/{s.key}.jsonl"
+                shutil.copyfile(work / f"{s.key}.jsonl", root / f".{s.key}.tmp")
+                atomic_replace(root / f".{s.key}.tmp", root / rel)
+                files.append(rel)
+        atomic_replace(tmp_vec, root / vec_name)
+        vectors = np.memmap(root / vec_name, dtype=dtype, mode="r", shape=(n, dim))
+        # 2. train on a seeded sample, add shard by shard (copies of the trained index per worker)
+        n_train = min(n, max(self.train_min, math.ceil(self.train_frac * n)))
+        rng = np.random.default_rng(self.seed)
+        sample = np.sort(rng.choice(n, size=n_train, replace=False))
+        if trained is None:
+            params = auto_params(
+                n, dim, n_train=n_train, nlist=self.nlist, m=self.m, nbits=self.nbits
+            )
+            index = train_ivfpq(np.asarray(vectors[sample], np.float32), params, seed=self.seed)
+        else:
+            if not trained.is_trained or trained.ntotal != 0 or trained.d != dim:
+                raise ValueError(
+                    "trained_index must be a trained, empty faiss index of the encoder's dim"
+                )
+            index = faiss.clone_index(trained)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        params_d = {"nlist": int(ivf.nlist), "m": int(ivf.pq.M), "nbits": int(ivf.pq.nbits)}
+
+        def add(group: list[_Shard]) -> Any:
+            part = faiss.clone_index(index)
+            for s in group:
+                rows = np.asarray(vectors[s.first_id : s.first_id + len(s.items)], np.float32)
+                part.add_with_ids(
+                    rows, np.arange(s.first_id, s.first_id + len(s.items), dtype=np.int64)
+                )
+            return part
+
+        if workers == 1:
+            index = add(shards)
+        else:
+            # contiguous groups so merging in group order keeps every list in id order
+            size = math.ceil(len(shards) / workers)
+            groups = [shards[i : i + size] for i in range(0, len(shards), size)]
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                parts = list(pool.map(add, groups))
+            index = parts[0]
+            for part in parts[1:]:
+                index.merge_from(part, 0)
+        tmp_index = root / "ann" / f".index.faiss.tmp-{os.getpid()}"
+        tmp_index.parent.mkdir(exist_ok=True)
+        faiss.write_index(index, str(tmp_index))
+        atomic_replace(tmp_index, root / "ann" / "index.faiss")
+        # 3. small files, then meta.json last
+        buf = io.BytesIO()
+        np.save(buf, offsets)
+        atomic_write_bytes(root / "offsets.npy", buf.getvalue())
+        buf = io.BytesIO()
+        np.save(buf, file_ids)
+        atomic_write_bytes(root / "file_ids.npy", buf.getvalue())
+        ranges: dict[str, list[int]] = {}
+        for s in shards:
+            lo, _hi = ranges.get(s.source, [s.first_id, s.first_id])
+            ranges[s.source] = [lo, s.first_id + len(s.items)]
+        atomic_write_text(root / "sources.json", json.dumps(ranges, indent=2))
+        save_encoder(self.encoder, root)
+        rels = [vec_name, "ann/index.faiss", "offsets.npy", "file_ids.npy", "sources.json",
+                "encoder.json", *files]  # fmt: skip
+        if (root / "encoder.npz").is_file():
+            rels.append("encoder.npz")
+        meta = {
+            "schema_version": SCHEMA_VERSION,
+            "encoder": {
+                "name": self.encoder.name,
+                "fingerprint": self.encoder.fingerprint,
+                "dim": dim,
+            },
+            "metric": "inner_product",
+            "normalized": True,
+            "vector_dtype": self.vector_dtype,
+            "vector_file": vec_name,
+            "n": n,
+            "index": {"type": "IVFPQ", **params_d, "n_train": n_train, "seed": self.seed},
+            "chunking": self.chunker.config(),
+            "decontamination": None
+            if self.decontaminator is None
+            else self.decontaminator.config(),
+            "counts": {src: hi - lo for src, (lo, hi) in ranges.items()},
+            "passage_files": files,
+            "versions": _versions(),
+            "files": {rel: file_record(root, rel) for rel in rels},
+        }
+        atomic_write_text(root / META, json.dumps(meta, indent=2))
+        shutil.rmtree(work)

@@ -1,0 +1,85 @@
+"""The HTTP service over a real socket on 127.0.0.1: endpoints, validation, bounded concurrent load."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from iclr26.compactds.server import create_app
+
+
+@pytest.fixture(scope="module")
+def server(text_store):
+    app = create_app(text_store, max_batch=8, max_k=20, max_candidates=500)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        yield client
+    srv.should_exit = True
+    thread.join(10)
+
+
+def test_health_stats_and_passage(server, text_store):
+    assert server.get("/health").json() == {"status": "ok", "n": text_store.n}
+    stats = server.get("/stats").json()
+    assert stats["n"] == text_store.n
+    assert stats["index"]["m"] == 8
+    p = server.get("/passage/5").json()
+    assert p["text"] == text_store.passage(5).text
+    assert server.get(f"/passage/{text_store.n}").status_code == 404
+
+
+def test_search_matches_the_library(server, text_store, text_corpus):
+    qs = [q for q, _ in text_corpus.queries["numpy"][:3]]
+    r = server.post("/search", json={"queries": qs, "k": 4, "K": 60, "nprobe": 16})
+    assert r.status_code == 200, r.text
+    got = [[h["id"] for h in row] for row in r.json()["results"]]
+    want = [[h.id for h in row] for row in text_store.search(qs, k=4, K=60, nprobe=16)]
+    assert got == want
+    only = server.post("/search", json={"queries": qs[:1], "sources": ["pydoc"]}).json()["results"][
+        0
+    ]
+    assert {h["source"] for h in only} == {"pydoc"}
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [({"queries": []}, "at least 1"), ({"queries": ["  "]}, "non-empty"), ({"queries": ["x"] * 9}, "at most 8"),
+     ({"queries": ["x"], "k": 0}, "greater than or equal"), ({"queries": ["x"], "k": 21}, "less than or equal"),
+     ({"queries": ["x"], "K": 501}, "less than or equal"), ({"queries": ["x"], "k": 10, "K": 5}, "K (candidates)"),
+     ({"queries": ["x"], "nprobe": 10**6}, "less than or equal"), ({"queries": ["x"], "rerank": "magic"}, "rerank"),
+     ({"queries": ["x"], "sources": ["nope"]}, "unknown sources"), ({"query": "x"}, "queries")],
+)  # fmt: skip
+def test_bad_requests_get_4xx_with_a_message(server, body, needle):
+    r = server.post("/search", json=body)
+    assert 400 <= r.status_code < 500
+    assert needle in r.text
+
+
+def test_bounded_concurrent_load_reports_latency(server, text_corpus):
+    qs = [q for fam in text_corpus.queries.values() for q, _ in fam][:48]
+
+    def one(q):
+        t0 = time.perf_counter()
+        r = server.post("/search", json={"queries": [q], "k": 3, "K": 100})
+        return r.status_code, time.perf_counter() - t0, r.json()["results"][0][0]["id"]
+
+    serial = [one(q)[2] for q in qs[:8]]
+    with ThreadPoolExecutor(8) as pool:
+        out = list(pool.map(one, qs))
+    assert all(code == 200 for code, _, _ in out)
+    assert [top for _, _, top in out[:8]] == serial  # same answers under concurrency
+    ms = np.array([dt for _, dt, _ in out]) * 1e3
+    p50, p99 = np.percentile(ms, [50, 99])
+    print(f"48 requests, 8 concurrent: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    assert p99 < 10_000
