@@ -240,6 +240,8 @@ def test_shared_imports_no_heavy_backend_at_import_time():
 
 def test_readme_quickstart_runs_as_written(member: Member, tmp_path: Path):
     readme = (member.path / "README.md").read_text()
+    # Every ```python block runs; a block fenced ```python notest is shown, not run (it needs a
+    # cluster, a server or weights a user brings).
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
     assert blocks, f"{member.dist} README has no ```python quickstart"
     script = tmp_path / "quickstart.py"

@@ -11,13 +11,13 @@ ROW = re.compile(
 )
 
 
-def package_rows() -> dict[str, tuple[str, str]]:
-    rows = {}
+def package_rows() -> list[tuple[str, str, str]]:
+    rows = []
     for line in (ROOT / "README.md").read_text().splitlines():
         match = ROW.match(line)
         if match:
             folder = re.sub(r"[`\[\]]|\(.*?\)", "", match["folder"])
-            rows[folder] = (match["dist"], match["status"])
+            rows.append((folder, match["dist"], match["status"]))
     return rows
 
 
@@ -27,14 +27,19 @@ def test_readme_lists_the_nineteen_packages_of_the_conventions():
     )
     assert len(conventions) == 19
     rows = package_rows()
-    assert sorted(rows) == sorted(conventions)
-    for folder, (dist, _) in rows.items():
+    assert [folder for folder, _, _ in rows] == conventions  # once each, in the conventions' order
+    for folder, dist, _ in rows:
         assert dist == f"iclr26-{folder}"
+
+
+def test_readme_has_no_merge_conflict_markers():
+    text = (ROOT / "README.md").read_text()
+    assert not re.search(r"^(<<<<<<<|=======|>>>>>>>)", text, flags=re.M)
 
 
 def test_status_matches_the_packages_folder():
     existing = {p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml")}
-    for folder, (_, status) in package_rows().items():
+    for folder, _, status in package_rows():
         if folder in existing:
             assert status == f"[implemented](packages/{folder}/README.md)", folder
         else:
