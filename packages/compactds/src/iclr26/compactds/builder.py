@@ -100,6 +100,26 @@ def write_shard(encoder: Encoder, batch_size: int, shard: _Shard, work: Path) ->
     atomic_write_text(work / f"{shard.key}.done.json", json.dumps(done))
 
 
+def read_jsonl(path: str | os.PathLike[str], field: str) -> list[dict]:
+    """The JSON objects of a JSONL file, each required to carry a string ``field``.
+
+    Blank lines are skipped; a bad line raises ``ValueError`` naming the file and line.
+    """
+    rows = []
+    with Path(path).open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from err
+            if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                raise ValueError(f"{path}:{n}: every line needs a {field!r} string")
+            rows.append(row)
+    return rows
+
+
 class DatastoreBuilder:
     """Build a CompactDS-style datastore directory.
 
@@ -189,19 +209,7 @@ class DatastoreBuilder:
 
     def add_jsonl(self, name: str, path: str | os.PathLike[str]) -> DatastoreBuilder:
         """Add a JSONL file whose lines carry ``"text"`` (and optionally ``"id"``)."""
-        rows = []
-        with Path(path).open(encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from err
-                if not isinstance(row, dict) or not isinstance(row.get("text"), str):
-                    raise ValueError(f"{path}:{n}: every line needs a 'text' string")
-                rows.append(row)
-        return self.add_source(name, rows)
+        return self.add_source(name, read_jsonl(path, "text"))
 
     def add_text_folder(
         self, name: str, folder: str | os.PathLike[str], pattern: str = "*.txt"

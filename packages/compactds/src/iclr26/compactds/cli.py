@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from iclr26.compactds.builder import DatastoreBuilder
+from iclr26.compactds.builder import DatastoreBuilder, read_jsonl
 from iclr26.compactds.chunking import Chunker
 from iclr26.compactds.datastore import RERANK_MODES, Datastore
 from iclr26.compactds.decontamination import Decontaminator
@@ -24,18 +24,7 @@ __all__ = ["main"]
 
 
 def _read_queries(path: Path) -> list[dict]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from err
-            if not isinstance(row, dict) or not isinstance(row.get("query"), str):
-                raise ValueError(f"{path}:{n}: every line needs a 'query' string")
-            rows.append(row)
+    rows = read_jsonl(path, "query")
     if not rows:
         raise ValueError(f"{path} holds no queries")
     return rows

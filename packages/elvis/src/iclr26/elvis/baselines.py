@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from iclr26.elvis.features import LocalFeatures, pad_batch
+from iclr26.elvis.features import LocalFeatures, score_pairs
 from iclr26.elvis.model import check_pair_inputs
 from iclr26.shared import check_int, check_range
 
@@ -164,12 +164,7 @@ class AMESLite(nn.Module):
     ) -> NDArray[np.float64]:
         """Logits for the pairs (queries[i], database[i]), batched; the scorer interface."""
         _pairs(queries, database)
-        out = []
-        for start in range(0, len(queries), batch_pairs):
-            qb, qm = pad_batch(queries[start : start + batch_pairs], max_len)
-            db, dm = pad_batch(database[start : start + batch_pairs], max_len)
-            out.append(self.logits(qb, db, qm, dm).double().numpy())
-        return np.concatenate(out) if out else np.zeros(0)
+        return score_pairs(self.logits, queries, database, batch_pairs=batch_pairs, max_len=max_len)
 
     def num_parameters(self) -> int:
         """Number of parameters."""

@@ -7,7 +7,7 @@ Those need downloaded weights, so this package ships SIFT/RootSIFT and ORB (Open
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -24,6 +24,7 @@ __all__ = [
     "extract_orb",
     "extract_sift",
     "pad_batch",
+    "score_pairs",
     "to_gray_uint8",
 ]
 
@@ -184,3 +185,27 @@ def pad_batch(feats: Sequence[LocalFeatures], max_len: int | None = None) -> tup
         out[i, :k] = f.desc[:k]
         mask[i, :k] = False
     return torch.from_numpy(out), torch.from_numpy(mask)
+
+
+def score_pairs(
+    logits: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor],
+    queries: Sequence[LocalFeatures],
+    database: Sequence[LocalFeatures],
+    *,
+    batch_pairs: int = 64,
+    max_len: int | None = None,
+) -> NDArray[np.float64]:
+    """Score the pairs ``(queries[i], database[i])`` in padded batches of ``batch_pairs``.
+
+    ``logits(q, d, q_mask, d_mask)`` takes the outputs of :func:`pad_batch` and returns one
+    score per pair; returns a ``(P,)`` float64 array (the re-rankers' ``score`` methods).
+    """
+    if len(queries) != len(database):
+        raise ValueError(f"got {len(queries)} queries and {len(database)} database items")
+    check_int(batch_pairs, "batch_pairs", low=1)
+    out = []
+    for start in range(0, len(queries), batch_pairs):
+        qb, qm = pad_batch(queries[start : start + batch_pairs], max_len)
+        db, dm = pad_batch(database[start : start + batch_pairs], max_len)
+        out.append(logits(qb, db, qm, dm).double().numpy())
+    return np.concatenate(out) if out else np.zeros(0)

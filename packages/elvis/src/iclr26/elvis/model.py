@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from iclr26.elvis.features import LocalFeatures, pad_batch
+from iclr26.elvis.features import LocalFeatures, score_pairs
 from iclr26.elvis.ot import DOMAINS, dustbin_transport
 from iclr26.shared import check_choice, check_int
 
@@ -363,15 +363,7 @@ class ELViS(nn.Module):
 
         This is the ``scorer`` interface of :func:`~iclr26.elvis.rerank`.
         """
-        if len(queries) != len(database):
-            raise ValueError(f"got {len(queries)} queries and {len(database)} database items")
-        check_int(batch_pairs, "batch_pairs", low=1)
-        out = []
-        for start in range(0, len(queries), batch_pairs):
-            qb, qm = pad_batch(queries[start : start + batch_pairs], max_len)
-            db, dm = pad_batch(database[start : start + batch_pairs], max_len)
-            out.append(self(qb, db, qm, dm).double().numpy())
-        return np.concatenate(out) if out else np.zeros(0)
+        return score_pairs(self, queries, database, batch_pairs=batch_pairs, max_len=max_len)
 
     def num_parameters(self, *, inference_only: bool = True) -> int:
         """Parameter count (without the training head g by default, as the paper counts)."""
