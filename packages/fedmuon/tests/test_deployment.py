@@ -1,173 +1,91 @@
-"""Loopback deployment smoke test: a SuperLink and two SuperNodes on 127.0.0.1, then `flwr run`.
+"""The loopback deployment: a SuperLink and two SuperNodes on 127.0.0.1, then ``flwr run``.
 
-Slow (every round starts ClientApp processes that import and compile JAX); run with
-`make test-slow PKG=fedmuon`.
+The deployment test is slow (every round starts ClientApp processes that import and compile JAX);
+run it with ``make test-slow PKG=fedmuon``. The log parser and the demo app are tested fast.
 """
 
-import contextlib
-import os
-import re
-import shutil
-import signal
-import socket
-import subprocess
+import importlib
+import itertools
 import sys
-import textwrap
-import time
-from pathlib import Path
 
+import numpy as np
 import pytest
 
-pytest.importorskip("flwr")
-
-PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "fedmuon-smoke"
-version = "1.0.0"
-description = "FedMuon loopback smoke test"
-license = "MIT"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "iclr26"
-
-[tool.flwr.app.components]
-serverapp = "smoke_app.server_app:app"
-clientapp = "smoke_app.client_app:app"
-
-[tool.flwr.app.config]
-num-server-rounds = 2
-"""
-
-TASK = """\
-from iclr26.fedmuon import FedConfig, LMOSpec, least_squares
-
-PROBLEM = least_squares(n_clients=2, examples=16, d_in=4, d_out=3, seed=0)
-CFG = FedConfig(local_steps=3, batch_size=8, lr=0.02, alpha=0.1, lmo=LMOSpec(ns_steps=5))
-
-
-def load_data(context):
-    i = int(context.node_config.get("partition-id", 0))
-    return {k: v[i] for k, v in PROBLEM.clients.data.items()}
-"""
-
-SERVER = """\
-from iclr26.fedmuon.flower import FedMuonStrategy, make_server_app
-from smoke_app.task import CFG, PROBLEM
-
-strategy = FedMuonStrategy(
-    CFG, PROBLEM.init_params, fraction_train=1.0, min_train_nodes=2, fraction_evaluate=0.0
+from iclr26.fedmuon.deploy import (
+    LoopbackDeployment,
+    find_tools,
+    parse_round_metrics,
+    simulate_demo,
+    write_demo_app,
 )
-app = make_server_app(strategy, PROBLEM.init_params, num_rounds=2)
+
+LOG = """\
+INFO :      [ROUND 1/2]
+INFO :      	└──> Aggregated MetricRecord: {'train_loss': 1.5, 'participants': 2, 'round_s': 12.5}
+INFO :      	└──> Aggregated MetricRecord: {'eval_loss': 9.0}
+INFO :
+INFO :      [ROUND 2/2]
+INFO :      	└──> Aggregated MetricRecord: {'train_loss': 1.25, 'participants': 1, 'round_s': 3e-1}
+INFO :      Final results:
+INFO :      	{ 1: { 'train_loss': '1.5e+00'}}
 """
 
-CLIENT = """\
-from iclr26.fedmuon.flower import make_client_app
-from smoke_app.task import PROBLEM, load_data
 
-app = make_client_app(PROBLEM.loss_fn, load_data, PROBLEM.init_params)
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_parse_round_metrics_reads_one_training_record_per_round():
+    rows = parse_round_metrics(LOG)
+    assert rows == [
+        {"round": 1, "train_loss": 1.5, "participants": 2.0, "round_s": 12.5},
+        {"round": 2, "train_loss": 1.25, "participants": 1.0, "round_s": 0.3},
+    ]
+    assert parse_round_metrics("no rounds here") == []
 
 
-def wait_for_port(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+def test_demo_app_is_a_flower_app_whose_modules_import(tmp_path, monkeypatch):
+    pytest.importorskip("flwr")
+    import tomllib
+
+    app = write_demo_app(tmp_path / "app", rounds=3, nodes=2, seed=1)
+    meta = tomllib.loads((app / "pyproject.toml").read_text())
+    assert meta["tool"]["flwr"]["app"]["config"]["num-server-rounds"] == 3
+    monkeypatch.syspath_prepend(str(app))
+    try:
+        server = importlib.import_module("fedmuon_demo.server_app")
+        client = importlib.import_module("fedmuon_demo.client_app")
+        assert type(server.app).__name__ == "ServerApp"
+        assert type(client.app).__name__ == "ClientApp"
+        assert server.strategy.min_train_nodes == 2
+    finally:
+        for name in [m for m in sys.modules if m.startswith("fedmuon_demo")]:
+            del sys.modules[name]
+
+
+def test_simulated_demo_decreases_the_loss_deterministically():
+    losses, ms = simulate_demo(4, nodes=2)
+    assert losses == simulate_demo(4, nodes=2)[0]
+    assert all(b < a for a, b in itertools.pairwise(losses))
+    assert ms > 0
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="rounds"):
+        write_demo_app(tmp_path, rounds=0)
+    with pytest.raises(ValueError, match="nodes"):
+        LoopbackDeployment(nodes=0)
 
 
 @pytest.mark.slow
-def test_fedmuon_runs_on_a_loopback_flower_deployment(tmp_path: Path):
-    bindir = Path(sys.executable).parent
-    tools = {
-        name: shutil.which(name, path=str(bindir))
-        for name in ("flower-superlink", "flower-supernode", "flwr")
-    }
-    if not all(tools.values()):
-        pytest.skip(f"Flower executables missing: {tools}")
-    app = tmp_path / "app"
-    (app / "smoke_app").mkdir(parents=True)
-    (app / "pyproject.toml").write_text(PYPROJECT)
-    (app / "smoke_app" / "__init__.py").write_text("")
-    (app / "smoke_app" / "task.py").write_text(TASK)
-    (app / "smoke_app" / "server_app.py").write_text(SERVER)
-    (app / "smoke_app" / "client_app.py").write_text(CLIENT)
-    link = free_port()
-    home = tmp_path / "flwr-home"
-    home.mkdir()
-    (home / "config.toml").write_text(
-        textwrap.dedent(f"""\
-        [superlink]
-        default = "loopback"
-
-        [superlink.loopback]
-        address = "127.0.0.1:{link}"
-        insecure = true
-        """)
-    )
-    env = {
-        **os.environ,
-        "FLWR_HOME": str(home),
-        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
-    }
-    procs: list[subprocess.Popen] = []
-    logs = []
-
-    def start(args: list[str], name: str) -> None:
-        log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed in finally
-        logs.append(log)
-        # own session: the SuperNodes' SuperExec children are stopped with them
-        procs.append(
-            subprocess.Popen(
-                args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        )
-
+def test_loopback_deployment_matches_the_simulator(tmp_path):
+    pytest.importorskip("flwr")
     try:
-        start([tools["flower-superlink"], "--insecure", "--port", str(link),
-               "--database", str(tmp_path / "state.db"), "--disable-runtime-dependency-installation"], "superlink")  # fmt: skip
-        wait_for_port(link)
-        for i in range(2):
-            start([tools["flower-supernode"], "--insecure", "--superlink", f"127.0.0.1:{link}",
-                   "--port", str(free_port()), "--node-config", f"partition-id={i}"], f"supernode{i}")  # fmt: skip
-        time.sleep(5)
-        run = subprocess.run(
-            [tools["flwr"], "run", ".", "loopback", "--stream"],
-            cwd=app, env=env, capture_output=True, text=True, timeout=540,
-        )  # fmt: skip
-        out = run.stdout + run.stderr
-        losses = [
-            float(x) for x in re.findall(r"'train_loss': ([0-9.e+-]+), 'participants': 2", out)
-        ]
-        assert run.returncode == 0, out[-3000:]
-        assert "[ROUND 2/2]" in out, out[-3000:]
-        assert len(losses) == 2, out[-3000:]
-        assert losses[1] < losses[0]
-    finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-        for log in logs:
-            log.close()
+        find_tools()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    with LoopbackDeployment(nodes=2, workdir=tmp_path) as dep:
+        run = dep.run(write_demo_app(tmp_path / "app", rounds=2), timeout=540)
+    assert run.returncode == 0, run.output[-3000:]
+    assert "[ROUND 2/2]" in run.output, run.output[-3000:]
+    assert [r["participants"] for r in run.rounds] == [2, 2], run.output[-3000:]
+    assert all(r["round_s"] >= r["client_train_s"] > 0 for r in run.rounds)
+    # full local batches: the deployment computes exactly what the simulator computes
+    simulated, _ = simulate_demo(2, nodes=2)
+    np.testing.assert_allclose([r["train_loss"] for r in run.rounds], simulated, rtol=1e-5)

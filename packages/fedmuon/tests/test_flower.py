@@ -127,6 +127,8 @@ def test_three_rounds_match_the_in_process_algorithm(problem):
         np.testing.assert_allclose(arrays_to_params(arrays, x), x, atol=1e-6)
         np.testing.assert_allclose(strategy.c_global, c, atol=1e-6)
         assert metrics["participants"] == 2
+        # timings: the round as the strategy saw it, and the slowest node's train handler
+        assert metrics["round_s"] >= metrics["client_train_s"] > 0
     # C_i and M_i persisted in the node's context, never sent to the server
     for n in NODES:
         if "fedmuon_c_local" in contexts[n].state:
@@ -164,6 +166,8 @@ def test_aggregate_train_by_hand_with_a_failed_node():
     np.testing.assert_allclose(strategy.c_global, [[0.25, 0.5]])
     assert metrics["participants"] == 2
     assert metrics["n_clients"] == 4
+    assert "round_s" in metrics
+    assert "client_train_s" not in metrics  # the replies carried no train_s
     assert strategy.aggregate_train(2, []) == (None, None)
 
 

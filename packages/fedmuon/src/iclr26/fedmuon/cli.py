@@ -1,4 +1,4 @@
-"""``iclr26-fedmuon``: reproduce, bench, and ``simulate`` one federated run."""
+"""``iclr26-fedmuon``: reproduce, bench, ``simulate`` one federated run, ``loopback`` on Flower."""
 
 from __future__ import annotations
 
@@ -77,10 +77,58 @@ def _simulate_setup(parser: argparse.ArgumentParser):
     return run
 
 
+def _loopback_setup(parser: argparse.ArgumentParser):
+    parser.add_argument("--nodes", type=int, default=2, help="SuperNodes to start")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--app", default=None, help="your own Flower App folder (default: the FedMuon demo app)"
+    )
+    parser.add_argument("--workdir", default=None, help="keep logs and state here (default: temp)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds for flwr run")
+
+    def run(args: argparse.Namespace) -> int:
+        from iclr26.fedmuon.deploy import LoopbackDeployment, simulate_demo, write_demo_app
+
+        with LoopbackDeployment(nodes=args.nodes, workdir=args.workdir) as dep:
+            print(f"SuperLink on 127.0.0.1:{dep.port}, {args.nodes} SuperNodes", flush=True)
+            if args.app is None:
+                app = write_demo_app(dep.workdir / "app", rounds=args.rounds, nodes=args.nodes,
+                                     seed=args.seed)  # fmt: skip
+                result = dep.run(app, timeout=args.timeout)
+            else:
+                result = dep.run(args.app, run_config={"num-server-rounds": args.rounds},
+                                 timeout=args.timeout)  # fmt: skip
+        if result.returncode != 0:
+            print(result.output[-4000:])
+            print(f"flwr run failed with exit status {result.returncode}")
+            return 1
+        if args.app is None:
+            simulated, ms = simulate_demo(len(result.rounds), args.nodes, seed=args.seed)
+            for row, loss in zip(result.rounds, simulated, strict=False):
+                row["simulated train_loss"] = loss
+        for row in result.rounds:
+            print("  ".join(f"{k} {v:.4g}" for k, v in row.items()))
+        print(f"flwr run took {result.wall_s:.1f} s")
+        if args.workdir:
+            print(f"logs of the SuperLink and SuperNodes are in {args.workdir}")
+        if args.app is None:
+            print(f"the same rounds in the single-process simulator: {ms:.2f} ms per round")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "fedmuon",
     reproduce=reproduce,
     bench=bench,
     description="FedMuon (Takezawa et al., ICLR 2026, arXiv 2509.26337): bias-corrected federated Muon.",
-    commands={"simulate": ("run one simulated federated training", _simulate_setup)},
+    commands={
+        "simulate": ("run one simulated federated training", _simulate_setup),
+        "loopback": (
+            "run FedMuon on a Flower deployment on 127.0.0.1 (extra flower)",
+            _loopback_setup,
+        ),
+    },
 )

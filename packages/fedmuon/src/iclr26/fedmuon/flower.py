@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -151,6 +152,7 @@ class FedMuonStrategy(FedAvg):
         self.known_nodes: set[int] = set()
         self.round = 0
         self._rng = random.Random(seed)
+        self._sent_at: float | None = None
 
     def summary(self) -> None:
         super().summary()
@@ -176,6 +178,7 @@ class FedMuonStrategy(FedAvg):
         for key, value in config.items():
             record[key] = value
         record["server-round"] = server_round
+        self._sent_at = time.perf_counter()
         content = RecordDict(
             {"arrays": arrays, "c_global": params_to_arrays(self.c_global), "config": record}
         )
@@ -207,10 +210,14 @@ class FedMuonStrategy(FedAvg):
         self.params, self.c_global, self.round = server.params, server.c_global, int(server.round)
         weights = np.array([float(c["metrics"].get("num-examples", 1)) for c in valid])
         losses = np.array([float(c["metrics"].get("train_loss", np.nan)) for c in valid])
-        metrics = MetricRecord(
-            {"train_loss": float(np.sum(weights * losses) / np.sum(weights)),
-             "participants": len(valid), "n_clients": self._n(len(valid))}
-        )  # fmt: skip
+        values = {"train_loss": float(np.sum(weights * losses) / np.sum(weights)),
+                  "participants": len(valid), "n_clients": self._n(len(valid))}  # fmt: skip
+        if self._sent_at is not None:  # messages out -> replies aggregated, in seconds
+            values["round_s"] = time.perf_counter() - self._sent_at
+        train_s = [float(c["metrics"]["train_s"]) for c in valid if "train_s" in c["metrics"]]
+        if train_s:  # the slowest node's time inside its train handler
+            values["client_train_s"] = max(train_s)
+        metrics = MetricRecord(values)
         return params_to_arrays(self.params), metrics
 
 
@@ -248,6 +255,7 @@ def make_client_app(
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
+        t0 = time.perf_counter()
         cfg = config_from_record(msg.content["config"])
         params = arrays_to_params(msg.content["arrays"], params_template)
         c_global = arrays_to_params(msg.content["c_global"], params_template)
@@ -277,7 +285,13 @@ def make_client_app(
             {
                 "arrays": params_to_arrays(y),
                 "delta_c": params_to_arrays(delta_c),
-                "metrics": MetricRecord({"train_loss": float(metrics["loss"]), "num-examples": m}),
+                "metrics": MetricRecord(
+                    {
+                        "train_loss": float(metrics["loss"]),
+                        "num-examples": m,
+                        "train_s": time.perf_counter() - t0,
+                    }
+                ),
             }
         )
         return Message(reply, reply_to=msg)
