@@ -73,6 +73,15 @@ def test_bad_arguments_are_refused(tmp_path):
         LoopbackDeployment(nodes=0)
 
 
+def test_loopback_command_refuses_a_folder_that_is_no_app_before_starting(tmp_path, capsys):
+    from iclr26.fedmuon.cli import main
+
+    assert main(["loopback", "--app", str(tmp_path)]) == 2
+    err = capsys.readouterr()
+    assert "not a Flower App" in err.err
+    assert "SuperLink" not in err.out
+
+
 @pytest.mark.slow
 def test_loopback_deployment_matches_the_simulator(tmp_path):
     pytest.importorskip("flwr")

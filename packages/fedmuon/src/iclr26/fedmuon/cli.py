@@ -88,8 +88,15 @@ def _loopback_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for flwr run")
 
     def run(args: argparse.Namespace) -> int:
-        from iclr26.fedmuon.deploy import LoopbackDeployment, simulate_demo, write_demo_app
+        from iclr26.fedmuon.deploy import (
+            LoopbackDeployment,
+            check_app,
+            simulate_demo,
+            write_demo_app,
+        )
 
+        if args.app is not None:
+            check_app(args.app)  # before any process starts
         with LoopbackDeployment(nodes=args.nodes, workdir=args.workdir) as dep:
             print(f"SuperLink on 127.0.0.1:{dep.port}, {args.nodes} SuperNodes", flush=True)
             if args.app is None:

@@ -42,6 +42,7 @@ from iclr26.shared import check_int
 __all__ = [
     "DeploymentRun",
     "LoopbackDeployment",
+    "check_app",
     "demo_config",
     "demo_problem",
     "find_tools",
@@ -222,6 +223,14 @@ def _wait_for_port(port: int, timeout: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
+def check_app(app: str | Path) -> Path:
+    """``app`` as a path, or ``FileNotFoundError`` when it is not a Flower App folder."""
+    app = Path(app)
+    if not (app / "pyproject.toml").is_file():
+        raise FileNotFoundError(f"{app} holds no pyproject.toml (not a Flower App)")
+    return app
+
+
 def find_tools() -> dict[str, str]:
     """Paths of Flower's executables next to this interpreter (or on ``PATH``)."""
     bindir = str(Path(sys.executable).parent)
@@ -315,9 +324,7 @@ class LoopbackDeployment:
         """``flwr run APP loopback --stream``; returns its status, logs and per-round metrics."""
         if self.port is None:
             raise RuntimeError("start the deployment first (use it as a context manager)")
-        app = Path(app)
-        if not (app / "pyproject.toml").is_file():
-            raise FileNotFoundError(f"{app} holds no pyproject.toml (not a Flower App)")
+        app = check_app(app)
         cmd = [self.tools["flwr"], "run", ".", "loopback", "--stream"]
         if run_config:
             cmd += ["--run-config", " ".join(f"{k}={v!r}" for k, v in run_config.items())]
