@@ -14,6 +14,7 @@ from iclr26.compactds import (
     DatastoreBuilder,
     ShardedDatastore,
     StoreError,
+    evaluate,
     format_prompt,
 )
 from iclr26.compactds.server import create_app
@@ -85,6 +86,18 @@ def test_hits_sources_and_prompt_match_the_whole_store(stores, clustered):
         sharded.search(queries[:1], sources=["nope"])
     # text queries are embedded once, by the shared encoder
     assert sharded.search("v7", k=1, K=50)[0][0].text == "v7"
+
+
+def test_evaluate_takes_a_sharded_store_without_ann_recall(stores):
+    sharded, whole = stores["sharded"], stores["whole"]
+    queries = ["v3", "v2999", "v1600"]
+    relevant = [{"a:3"}, {"b:1499"}, {"b:100"}]  # "<source>:<index in the source>"
+    kw = {"relevant_docs": relevant, "ks": (1,), "K": 200, "ann_recall": False}
+    got = evaluate(sharded, queries, **kw)
+    assert got["hit@1"] == evaluate(whole, queries, **kw)["hit@1"] == 1.0
+    assert got["stats"]["n_shards"] == 2
+    with pytest.raises(ValueError, match="ann_recall=False"):
+        evaluate(sharded, queries, ks=(1,))
 
 
 def test_mismatched_shards_are_refused(stores, clustered, vector_encoder_cls):
