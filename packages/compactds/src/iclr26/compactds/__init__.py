@@ -23,6 +23,7 @@ from iclr26.compactds.encoders import (
 from iclr26.compactds.evaluation import evaluate, hit_at_k, ndcg_at_k, recall_at_k
 from iclr26.compactds.index import IVFPQParams, auto_params
 from iclr26.compactds.prompt import format_prompt, from_compactds_jsonl, to_compactds_jsonl
+from iclr26.compactds.sharding import ShardedDatastore
 from iclr26.compactds.store import SCHEMA_VERSION, StoreError
 
 __version__ = _version("iclr26-compactds")
@@ -41,6 +42,7 @@ __all__ = [
     "MiniLMEncoder",
     "Passage",
     "SentenceTransformerEncoder",
+    "ShardedDatastore",
     "StoreError",
     "__version__",
     "auto_params",

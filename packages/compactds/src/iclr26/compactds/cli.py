@@ -179,7 +179,8 @@ def _eval_setup(parser: argparse.ArgumentParser):
 
 
 def _serve_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("store", type=Path)
+    parser.add_argument("store", type=Path, nargs="+",
+                        help="a store directory; several: shards served by one router")  # fmt: skip
     parser.add_argument("--host", default="127.0.0.1", help="default: loopback only")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-batch", type=int, default=64)
@@ -187,7 +188,13 @@ def _serve_setup(parser: argparse.ArgumentParser):
     def run(args: argparse.Namespace) -> int:
         from iclr26.compactds.server import serve
 
-        serve(Datastore.open(args.store), host=args.host, port=args.port, max_batch=args.max_batch)
+        if len(args.store) == 1:
+            store = Datastore.open(args.store[0])
+        else:
+            from iclr26.compactds.sharding import ShardedDatastore
+
+            store = ShardedDatastore.open(args.store)
+        serve(store, host=args.host, port=args.port, max_batch=args.max_batch)
         return 0
 
     return run

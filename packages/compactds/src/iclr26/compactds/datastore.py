@@ -28,7 +28,7 @@ from iclr26.compactds.encoders import Encoder, load_encoder
 from iclr26.compactds.store import StoreError, read_meta, verify_files
 from iclr26.shared import check_array, check_choice, check_int
 
-__all__ = ["Datastore", "Hit", "exact_scores"]
+__all__ = ["Datastore", "Hit", "Searchable", "exact_scores"]
 
 RERANK_MODES = ("exact", "reencode", "none")
 
@@ -78,7 +78,66 @@ class Hit:
         return self.score_ann if self.score_exact is None else self.score_exact
 
 
-class Datastore:
+class Searchable:
+    """``search`` on top of ``_embed``, ``search_arrays``, ``passage`` and ``source_of``: shared
+    by :class:`Datastore` and :class:`~iclr26.compactds.sharding.ShardedDatastore`."""
+
+    def search(
+        self,
+        queries: str | Sequence[str] | np.ndarray,
+        *,
+        k: int = 3,
+        K: int = 100,
+        nprobe: int | None = None,
+        rerank: str = "exact",
+        reencoder: Encoder | None = None,
+        sources: Sequence[str] | None = None,
+        with_text: bool = True,
+    ) -> list[list[Hit]]:
+        """Search the store.
+
+        Args:
+            queries: a string, a list of strings (embedded with the store's encoder) or a float32
+                array ``(n, dim)`` of query vectors.
+            k: passages returned per query (default 3, CompactDS's prompt depth).
+            K: ANN candidates passed to the exact stage (default 100; CompactDS keeps 1,000).
+            nprobe: inverted lists visited (default ``min(32, nlist)``; CompactDS: 256 of 65,536).
+            rerank: ``"exact"`` (default), ``"reencode"`` or ``"none"``.
+            reencoder: the second encoder for ``"reencode"``.
+            sources: restrict to these sources (per-source filtering).
+            with_text: read each hit's text from disk (default True).
+
+        Returns:
+            One list of :class:`Hit` per query, best first.
+        """
+        qvecs, texts = self._embed(queries)
+        ids, final, ann = self.search_arrays(
+            qvecs, k=k, K=K, nprobe=nprobe, rerank=rerank, sources=sources,
+            query_texts=texts, reencoder=reencoder,
+        )  # fmt: skip
+        out = []
+        for r in range(len(ids)):
+            hits = []
+            for j in range(ids.shape[1]):
+                pid = int(ids[r, j])
+                if pid < 0:
+                    continue
+                p = self.passage(pid) if with_text else None
+                hits.append(
+                    Hit(
+                        pid,
+                        p.source if p else self.source_of(pid),
+                        float(ann[r, j]),
+                        None if rerank == "none" else float(final[r, j]),
+                        p.text if p else "",
+                        p.doc_id if p else "",
+                    )
+                )
+            out.append(hits)
+        return out
+
+
+class Datastore(Searchable):
     """A built store, opened read-only. Use :meth:`open`.
 
     Attributes:
@@ -164,6 +223,11 @@ class Datastore:
         store = cls(root, meta, encoder)
         store._may_load_encoder = rebuild_encoder
         return store
+
+    @property
+    def nlist(self) -> int:
+        """Inverted lists of the IVFPQ: the largest useful ``nprobe``."""
+        return int(self.ivf.nlist)
 
     @property
     def encoder(self) -> Encoder:
@@ -285,60 +349,6 @@ class Datastore:
             m = len(top)
             ids[r, :m], final[r, :m], ann[r, :m] = cand[top], scores[top], cand_ann[top]
         return ids, final, ann
-
-    def search(
-        self,
-        queries: str | Sequence[str] | np.ndarray,
-        *,
-        k: int = 3,
-        K: int = 100,
-        nprobe: int | None = None,
-        rerank: str = "exact",
-        reencoder: Encoder | None = None,
-        sources: Sequence[str] | None = None,
-        with_text: bool = True,
-    ) -> list[list[Hit]]:
-        """Search the store.
-
-        Args:
-            queries: a string, a list of strings (embedded with the store's encoder) or a float32
-                array ``(n, dim)`` of query vectors.
-            k: passages returned per query (default 3, CompactDS's prompt depth).
-            K: ANN candidates passed to the exact stage (default 100; CompactDS keeps 1,000).
-            nprobe: inverted lists visited (default ``min(32, nlist)``; CompactDS: 256 of 65,536).
-            rerank: ``"exact"`` (default), ``"reencode"`` or ``"none"``.
-            reencoder: the second encoder for ``"reencode"``.
-            sources: restrict to these sources (per-source filtering).
-            with_text: read each hit's text from disk (default True).
-
-        Returns:
-            One list of :class:`Hit` per query, best first.
-        """
-        qvecs, texts = self._embed(queries)
-        ids, final, ann = self.search_arrays(
-            qvecs, k=k, K=K, nprobe=nprobe, rerank=rerank, sources=sources,
-            query_texts=texts, reencoder=reencoder,
-        )  # fmt: skip
-        out = []
-        for r in range(len(ids)):
-            hits = []
-            for j in range(ids.shape[1]):
-                pid = int(ids[r, j])
-                if pid < 0:
-                    continue
-                p = self.passage(pid) if with_text else None
-                hits.append(
-                    Hit(
-                        pid,
-                        p.source if p else self.source_of(pid),
-                        float(ann[r, j]),
-                        None if rerank == "none" else float(final[r, j]),
-                        p.text if p else "",
-                        p.doc_id if p else "",
-                    )
-                )
-            out.append(hits)
-        return out
 
     # -------------------------------------------------------------------- stats
     def stats(self) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def evaluate(
     """Evaluate a :class:`~iclr26.compactds.Datastore` on queries.
 
     Args:
-        store: the opened datastore.
+        store: the opened datastore, or a ``ShardedDatastore`` with ``ann_recall=False``.
         queries: text queries or float32 query vectors ``(nq, dim)``.
         relevant_docs: per query, the set of relevant ``doc_id`` values (hit@k, nDCG@k at the
             document level); ``None`` skips them.
@@ -126,6 +126,11 @@ def evaluate(
         lat.append(time.perf_counter() - t0)
     out: dict[str, Any] = {}
     if ann_recall:
+        if not hasattr(store, "vectors"):
+            raise ValueError(
+                "ann_recall=True needs one store's vector file; pass ann_recall=False for a "
+                "ShardedDatastore (or evaluate each shard)"
+            )
         if sources is None:
             truth = exact_topk(store.vectors, qvecs, kmax)
         else:

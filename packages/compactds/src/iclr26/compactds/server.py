@@ -1,6 +1,7 @@
 """The HTTP search service (``[serve]`` extra: FastAPI + uvicorn), loopback by default.
 
-Endpoints: ``POST /search``, ``GET /passage/{id}``, ``GET /stats``, ``GET /health``. Inputs are
+Serves one :class:`~iclr26.compactds.Datastore` or a
+:class:`~iclr26.compactds.ShardedDatastore`. Endpoints: ``POST /search``, ``GET /passage/{id}``, ``GET /stats``, ``GET /health``. Inputs are
 validated (4xx with a message): empty query, too many queries, ``k``/``K``/``nprobe`` out of
 bounds, unknown source or rerank mode. Handlers are synchronous and run in the server's thread
 pool; faiss searches are read-only and pass ``nprobe`` per call, so concurrent requests are safe.
@@ -14,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from iclr26.compactds.datastore import RERANK_MODES, Datastore
+from iclr26.compactds.sharding import ShardedDatastore
 
 __all__ = ["create_app", "serve"]
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def create_app(
-    store: Datastore,
+    store: Datastore | ShardedDatastore,
     *,
     max_batch: int = 64,
     max_k: int = 100,
@@ -31,7 +33,8 @@ def create_app(
     """A FastAPI app serving ``store``.
 
     Args:
-        store: the opened datastore (its encoder is used for text queries).
+        store: the opened datastore (its encoder is used for text queries), or a
+            :class:`~iclr26.compactds.ShardedDatastore` routing each query to several shards.
         max_batch: most queries per request.
         max_k: largest ``k``; ``max_candidates``: largest ``K``.
         max_query_chars: longest accepted query.
@@ -42,7 +45,7 @@ def create_app(
     except ImportError as err:
         raise ImportError("the server needs: pip install 'iclr26-compactds[serve]'") from err
 
-    nlist = int(store.ivf.nlist)
+    nlist = int(store.nlist)
 
     class SearchRequest(BaseModel):
         queries: list[str] = Field(min_length=1, max_length=max_batch)
@@ -102,7 +105,9 @@ def create_app(
     return app
 
 
-def serve(store: Datastore, *, host: str = "127.0.0.1", port: int = 8000, **kwargs: Any) -> None:
+def serve(
+    store: Datastore | ShardedDatastore, *, host: str = "127.0.0.1", port: int = 8000, **kwargs: Any
+) -> None:
     """Run the service with uvicorn until interrupted (loopback by default)."""
     try:
         import uvicorn
