@@ -30,7 +30,14 @@ from iclr26.elvis.features import (
 )
 from iclr26.elvis.global_desc import VLAD, gem
 from iclr26.elvis.io import read_official_h5, write_official_h5
-from iclr26.elvis.metrics import average_precision, map_at_k, mean_average_precision
+from iclr26.elvis.metrics import (
+    REVISITED_PROTOCOLS,
+    average_precision,
+    map_at_k,
+    mean_average_precision,
+    revisited_ground_truth,
+    revisited_map,
+)
 from iclr26.elvis.model import (
     OFFICIAL_KEY_MAP,
     ELViS,
@@ -47,6 +54,7 @@ __all__ = [
     "DOCS",
     "OFFICIAL_KEY_MAP",
     "PHOTO",
+    "REVISITED_PROTOCOLS",
     "SCIENCE",
     "SHIFTS",
     "TEXTURES",
@@ -81,6 +89,8 @@ __all__ = [
     "ratio_magsac_inliers",
     "read_official_h5",
     "rerank",
+    "revisited_ground_truth",
+    "revisited_map",
     "stereo_pair",
     "sum_max_similarity",
     "warmup_cosine",

@@ -1,8 +1,8 @@
 """Peers in the scorer interface ``scorer(queries, database) -> (P,) scores`` (design notes §3).
 
 Mutual-NN counting, naive sum-of-max similarity (the burstiness foil), ratio test + MAGSAC
-homography inliers (OpenCV), and AMES-lite: a small transformer over the concatenated query and
-database tokens, i.e. a re-ranker that works in representation space.
+homography inliers (OpenCV), and AMES-lite: a small AMES-style transformer decoder (self- and
+cross-image attention, a matching token), i.e. a re-ranker that works in representation space.
 """
 
 from __future__ import annotations
@@ -108,14 +108,64 @@ def ratio_magsac_inliers(
     return out
 
 
+def _no_pad(mask: Tensor) -> Tensor:
+    return torch.zeros_like(mask[:, :1])
+
+
+class _AMESLayer(nn.Module):
+    """One AMES decoder layer: within-image self-attention, cross-image attention, feed-forward.
+
+    The matching token attends to every token in both sub-layers; an image's tokens attend to the
+    matching token plus their own image (self) or the other image (cross): AMES's ``sa_mask`` /
+    ``ca_mask``, computed as separate attention calls so no masked-out score is ever formed.
+    Pre-norm residuals.
+    """
+
+    def __init__(self, dim: int, n_heads: int, ff_dim: int) -> None:
+        super().__init__()
+        self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(dim) for _ in range(3))
+        self.self_attn = nn.MultiheadAttention(dim, n_heads, batch_first=True)
+        self.cross_attn = nn.MultiheadAttention(dim, n_heads, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.GELU(), nn.Linear(ff_dim, dim))
+
+    @staticmethod
+    def _attend(attn: nn.MultiheadAttention, x: Tensor, ctx: list[Tensor], pads: list[Tensor]):
+        keys = torch.cat(ctx, dim=1)
+        return attn(x, keys, keys, key_padding_mask=torch.cat(pads, dim=1), need_weights=False)[0]
+
+    def forward(self, t: Tensor, q: Tensor, d: Tensor, q_mask: Tensor, d_mask: Tensor):
+        t_pad = _no_pad(q_mask)
+        for norm, attn, cross in (
+            (self.norm_self, self.self_attn, False),
+            (self.norm_cross, self.cross_attn, True),
+        ):
+            ht, hq, hd = norm(t), norm(q), norm(d)
+            q_ctx, q_pad = (hd, d_mask) if cross else (hq, q_mask)
+            d_ctx, d_pad = (hq, q_mask) if cross else (hd, d_mask)
+            t = t + self._attend(attn, ht, [ht, hq, hd], [t_pad, q_mask, d_mask])
+            q, d = (
+                q + self._attend(attn, hq, [ht, q_ctx], [t_pad, q_pad]),
+                d + self._attend(attn, hd, [ht, d_ctx], [t_pad, d_pad]),
+            )
+        return (
+            t + self.ff(self.norm_ff(t)),
+            q + self.ff(self.norm_ff(q)),
+            d + self.ff(self.norm_ff(d)),
+        )
+
+
 class AMESLite(nn.Module):
     """A small representation-space re-ranker in the AMES lineage (Suma et al., ECCV 2024).
 
-    Tokens: the same remap as ELViS (Linear + LayerNorm to ``model_dim``) plus a learned
-    query/database type embedding; a learned matching token is prepended and a
-    ``n_layers``-layer transformer encoder (``n_heads`` heads) attends over both images' tokens
-    with padding masks; the matching token's output gives the logit. AMES uses 5 decoder layers
-    and asymmetric masks; this "lite" version keeps the width (128) and uses 2 layers by default.
+    As in AMES: descriptors are L2-normalised and remapped (Linear + LayerNorm to
+    ``model_dim``, the same remap as ELViS); a learned matching token is prepended; each of the
+    ``n_layers`` decoder layers runs within-image self-attention, then cross-image attention
+    (AMES's asymmetric ``sa_mask`` / ``ca_mask``: image tokens see their own image, resp. the
+    other image, plus the matching token, which sees everything), then a feed-forward block;
+    a linear classifier on the matching token gives the pair logit. Weights are truncated-normal
+    (std 0.02), like AMES. AMES uses 5 layers at width 128 with 2 heads; "lite" keeps the width
+    and heads and uses 2 layers. ``max_tokens`` optionally keeps only the first tokens of each
+    image (AMES's memory knob; ``None`` = all).
     """
 
     def __init__(
@@ -125,31 +175,44 @@ class AMESLite(nn.Module):
         n_layers: int = 2,
         n_heads: int = 2,
         ff_mult: int = 2,
+        *,
+        max_tokens: int | None = None,
     ) -> None:
         super().__init__()
         check_int(in_dim, "in_dim", low=1)
-        self.in_dim = in_dim
+        check_int(n_layers, "n_layers", low=1)
+        if max_tokens is not None:
+            check_int(max_tokens, "max_tokens", low=1)
+        self.in_dim, self.max_tokens = in_dim, max_tokens
         self.remap = nn.Sequential(nn.Linear(in_dim, model_dim), nn.LayerNorm(model_dim))
-        self.type_embed = nn.Parameter(torch.zeros(2, model_dim))
         self.match_token = nn.Parameter(torch.zeros(1, 1, model_dim))
-        layer = nn.TransformerEncoderLayer(
-            model_dim, n_heads, ff_mult * model_dim, dropout=0.0, batch_first=True, norm_first=True
+        self.layers = nn.ModuleList(
+            _AMESLayer(model_dim, n_heads, ff_mult * model_dim) for _ in range(n_layers)
         )
-        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.out = nn.Sequential(nn.LayerNorm(model_dim), nn.Linear(model_dim, 1))
+        nn.init.trunc_normal_(self.match_token, std=0.02)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.MultiheadAttention):
+                nn.init.trunc_normal_(m.in_proj_weight, std=0.02)
+                nn.init.zeros_(m.in_proj_bias)
 
     def logits(
         self, q: Tensor, d: Tensor, q_mask: Tensor | None = None, d_mask: Tensor | None = None
     ) -> Tensor:
         """(B,) pair logits for (B, m, D) / (B, n, D) descriptors with True-is-padding masks."""
         q, d, q_mask, d_mask = check_pair_inputs(q, d, q_mask, d_mask, self.in_dim)
-        tq = self.remap(q) + self.type_embed[0]
-        td = self.remap(d) + self.type_embed[1]
-        tok = self.match_token.expand(q.shape[0], 1, -1)
-        x = torch.cat([tok, tq, td], dim=1)
-        pad = torch.cat([torch.zeros_like(q_mask[:, :1]), q_mask, d_mask], dim=1)
-        h = self.encoder(x, src_key_padding_mask=pad)
-        return self.out(h[:, 0]).squeeze(-1)
+        if self.max_tokens is not None:
+            k = self.max_tokens
+            q, d, q_mask, d_mask = q[:, :k], d[:, :k], q_mask[:, :k], d_mask[:, :k]
+        tq = self.remap(F.normalize(q, dim=-1))
+        td = self.remap(F.normalize(d, dim=-1))
+        t = self.match_token.expand(q.shape[0], 1, -1)
+        for layer in self.layers:
+            t, tq, td = layer(t, tq, td, q_mask, d_mask)
+        return self.out(t[:, 0]).squeeze(-1)
 
     forward = logits
 

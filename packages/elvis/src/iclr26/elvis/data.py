@@ -3,8 +3,11 @@ scikit-image and scikit-learn (design notes §6.1–6.2), plus the bundled stere
 
 An instance is a crop of a source image (the central 50% for evaluation, random crops for
 training). Its query is the crop under a light homography and photometric jitter; each database
-positive is the crop warped, scaled to 35–55% of a square canvas and pasted at a random place on a
-random texture background; distractors are pure background crops. Domains: photo (train and
+positive is the crop warped, scaled and pasted at a random place on a random texture background;
+distractors are pure background crops. Each positive carries a difficulty label for the revisited
+easy/medium/hard protocol: an *easy* paste covers 45–60% of the canvas side under a light warp,
+a *hard* one 28–40% under a strong warp (fewer and more distorted object keypoints). The labels are
+balanced per query and drawn from the seed. Domains: photo (train and
 in-domain test), science and docs (out of domain). All images are grey float32 in [0, 1].
 """
 
@@ -128,9 +131,15 @@ def _background(rng: np.random.Generator, canvas: int) -> Image:
     return bg * rng.uniform(0.6, 1.0) + rng.uniform(0.0, 0.2)
 
 
-def _paste(obj: Image, rng: np.random.Generator, canvas: int) -> Image:
-    side = int(canvas * rng.uniform(0.35, 0.55))
-    warped = _warp(obj, rng, 0.08, side)
+# (paste side as a fraction of the canvas, homography corner jitter) per difficulty
+PASTE_EASY = ((0.45, 0.60), 0.06)
+PASTE_HARD = ((0.28, 0.40), 0.12)
+
+
+def _paste(obj: Image, rng: np.random.Generator, canvas: int, hard: bool = False) -> Image:
+    (lo, hi), strength = PASTE_HARD if hard else PASTE_EASY
+    side = int(canvas * rng.uniform(lo, hi))
+    warped = _warp(obj, rng, strength, side)
     bg = _background(rng, canvas)
     h, w = warped.shape
     y, x = int(rng.integers(0, canvas - h + 1)), int(rng.integers(0, canvas - w + 1))
@@ -162,7 +171,8 @@ class RetrievalSet:
     """Queries, database and ground truth of one benchmark split.
 
     queries: Q grey images; database: N grey images; relevant: (Q, N) bool;
-    query_names: source image per query; db_names: source per database image ("" = distractor).
+    query_names: source image per query; db_names: source per database image ("" = distractor);
+    hard: (N,) bool, True for the hard positives (small, strongly warped pastes).
     """
 
     queries: list[Image]
@@ -170,6 +180,13 @@ class RetrievalSet:
     relevant: NDArray[np.bool_]
     query_names: list[str]
     db_names: list[str]
+    hard: NDArray[np.bool_]
+
+    def revisited(self, protocol: str) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        """(positives, junk), each (Q, N), of the revisited ``easy``/``medium``/``hard`` protocol."""
+        from iclr26.elvis.metrics import revisited_ground_truth
+
+        return revisited_ground_truth(self.relevant, self.hard, protocol)
 
 
 def make_retrieval_set(
@@ -184,6 +201,9 @@ def make_retrieval_set(
     seed: int = 0,
 ) -> RetrievalSet:
     """One paste-in-clutter split: a query and ``n_pos`` pasted positives per source image.
+
+    Half of each query's positives (rounded down, in a random order) are hard pastes, the rest
+    easy ones (see the module docstring); ``RetrievalSet.hard`` records which.
 
     Args:
         names: bundled images (see :data:`PHOTO`, :data:`SCIENCE`, :data:`DOCS`).
@@ -201,19 +221,21 @@ def make_retrieval_set(
     if not len(names):
         raise ValueError("names must list at least one bundled image")
     rng = np.random.default_rng(seed)
-    queries, database, q_names, d_names = [], [], [], []
+    queries, database, q_names, d_names, hard = [], [], [], [], []
     for name in names:
         obj = _crop(load_image(name), rng if random_crops else None)
         queries.append(_jitter(_warp(obj, rng, 0.05, query_side), rng))
         q_names.append(name)
-        for _ in range(n_pos):
-            database.append(_shift(_paste(obj, rng, canvas), shift, rng))
+        for is_hard in rng.permutation(np.arange(n_pos) % 2 == 1):
+            database.append(_shift(_paste(obj, rng, canvas, bool(is_hard)), shift, rng))
             d_names.append(name)
+            hard.append(bool(is_hard))
     for _ in range(n_distractors):
         database.append(_shift(_jitter(_background(rng, canvas), rng), shift, rng))
         d_names.append("")
+        hard.append(False)
     relevant = np.array([[q == d for d in d_names] for q in q_names], dtype=bool)
-    return RetrievalSet(queries, database, relevant, q_names, d_names)
+    return RetrievalSet(queries, database, relevant, q_names, d_names, np.array(hard, dtype=bool))
 
 
 def make_training_pairs(

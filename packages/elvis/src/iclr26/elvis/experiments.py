@@ -33,7 +33,13 @@ from iclr26.elvis.data import (
 )
 from iclr26.elvis.features import LocalFeatures, extract_sift, pad_batch
 from iclr26.elvis.global_desc import VLAD
-from iclr26.elvis.metrics import average_precision, map_at_k, mean_average_precision
+from iclr26.elvis.metrics import (
+    REVISITED_PROTOCOLS,
+    average_precision,
+    map_at_k,
+    mean_average_precision,
+    revisited_map,
+)
 from iclr26.elvis.model import ELViS
 from iclr26.elvis.rerank import rerank
 from iclr26.elvis.train import fit
@@ -113,7 +119,7 @@ def _build(quick: bool, seed: int, progress: bool, shifts: Sequence[str] = ()) -
     h_e = fit(elvis, pairs, epochs=epochs, batch_size=32, lr=2e-3, seed=seed, progress=progress)
     t1 = time.perf_counter()
     torch.manual_seed(seed)
-    ames = AMESLite(128, n_layers=1)
+    ames = AMESLite(128)
     h_a = fit(ames, pairs, epochs=epochs, batch_size=32, lr=2e-3, seed=seed, progress=progress)
     t2 = time.perf_counter()
     return _World(
@@ -144,11 +150,15 @@ def _evaluate(split: _Split, scorer: Scorer | None, lam: float = LAM) -> dict[st
         t0 = time.perf_counter()
         _, order = rerank(split.sims, scorer, split.q, split.db, top_k=top_k, lam=lam, t=T)
         ms = 1e3 * (time.perf_counter() - t0) / (rel.shape[0] * top_k)
-    return {
+    out = {
         "mAP": 100 * mean_average_precision(order, rel),
         "mAP@10": 100 * map_at_k(order, rel, 10),
         "ms/pair": ms,
     }
+    for protocol in REVISITED_PROTOCOLS:
+        pos, junk = split.data.revisited(protocol)
+        out[protocol[0].upper()] = 100 * revisited_map(order, pos, junk)
+    return out
 
 
 def _stereo_holds(model: ELViS, splits: dict[str, _Split]) -> tuple[bool, str]:
@@ -219,6 +229,12 @@ def _figure(model: ELViS, split: _Split, n_show: int = 4):
     return fig
 
 
+def _final_losses(w: _World) -> tuple[float, float]:
+    """Mean training loss of ELViS and AMES-lite over the last eighth of their steps."""
+    n_last = max(1, len(w.elvis_loss) // 8)
+    return float(np.mean(w.elvis_loss[-n_last:])), float(np.mean(w.ames_loss[-n_last:]))
+
+
 def _median_rows(per_seed: list[list[dict]]) -> list[dict]:
     rows = []
     for group in zip(*per_seed, strict=True):
@@ -244,8 +260,21 @@ def _main_rows(w: _World, progress: bool) -> list[dict]:
             "ood mAP@10": res["out-of-domain"]["mAP@10"],
             "ms/pair": 0.5 * (res["in-domain"]["ms/pair"] + res["out-of-domain"]["ms/pair"]),
             "params": n_params,
+            **{f"{tag} {p}": res[split][p] for split, tag in (("in-domain", "in"),
+               ("out-of-domain", "ood")) for p in "EMH"},
         })  # fmt: skip
     return rows
+
+
+MAIN_COLUMNS = ("method", "in-domain mAP", "out-of-domain mAP", "gap (in − out)", "ood mAP@10",
+                "ms/pair", "params")  # fmt: skip
+REVISITED_COLUMNS = ("method", "in E", "in M", "in H", "ood E", "ood M", "ood H")
+
+
+def _kept_gain(row: dict, glob: dict) -> float:
+    """Fraction of a re-ranker's in-domain mAP gain over global retrieval that it keeps out of domain."""
+    gain_in = row["in-domain mAP"] - glob["in-domain mAP"]
+    return (row["out-of-domain mAP"] - glob["out-of-domain mAP"]) / gain_in
 
 
 def _main_checks(report: Report, rows: list[dict], loss_e: float, loss_a: float) -> None:
@@ -258,12 +287,35 @@ def _main_checks(report: Report, rows: list[dict], loss_e: float, loss_a: float)
                 f"ELViS beats {peer} ({split})", e[col] > by[peer][col],
                 f"{e[col]:.1f} vs {by[peer][col]:.1f}",
             )  # fmt: skip
-    report.check(
-        "ELViS holds up out of domain better than AMES-lite (higher OOD mAP, smaller gap)",
-        e["out-of-domain mAP"] > a["out-of-domain mAP"] and e["gap (in − out)"] < a["gap (in − out)"],
-        f"OOD {e['out-of-domain mAP']:.1f} vs {a['out-of-domain mAP']:.1f}; "
-        f"gap {e['gap (in − out)']:.1f} vs {a['gap (in − out)']:.1f}",
-    )  # fmt: skip
+    g = by["global VLAD"]
+    # The comparison only means something if AMES-lite learned its training domain: its loss
+    # left ln 2 and it re-ranks better than the global descriptor in domain.
+    ames_learned = loss_a < math.log(2) - 0.05 and a["in-domain mAP"] > g["in-domain mAP"] + 1.0
+    detail = (
+        f"OOD mAP {e['out-of-domain mAP']:.1f} vs {a['out-of-domain mAP']:.1f}; in-domain gain "
+        f"over global {e['in-domain mAP'] - g['in-domain mAP']:+.1f} vs "
+        f"{a['in-domain mAP'] - g['in-domain mAP']:+.1f}"
+    )
+    name = (
+        "ELViS holds up out of domain better than AMES-lite (higher OOD mAP and keeps a larger "
+        "fraction of its in-domain gain over global VLAD)"
+    )
+    if ames_learned and e["in-domain mAP"] > g["in-domain mAP"]:
+        keep_e, keep_a = _kept_gain(e, g), _kept_gain(a, g)
+        report.check(
+            name,
+            e["out-of-domain mAP"] > a["out-of-domain mAP"] and keep_e >= keep_a,
+            f"{detail}; fraction kept {keep_e:.2f} vs {keep_a:.2f}",
+        )
+    else:
+        # not tested rather than faked: recorded as not holding, with the reason
+        report.check(
+            name,
+            False,
+            f"NOT MEANINGFUL: AMES-lite did not learn its training domain (final loss "
+            f"{loss_a:.3f}, ln 2 = 0.693; in-domain mAP {a['in-domain mAP']:.1f} vs global "
+            f"{g['in-domain mAP']:.1f}); for the record: {detail}",
+        )
     report.check(
         "ELViS costs a fraction of AMES-lite (fewer parameters and less time per pair)",
         e["params"] < a["params"] and e["ms/pair"] < a["ms/pair"],
@@ -276,6 +328,13 @@ def _main_checks(report: Report, rows: list[dict], loss_e: float, loss_a: float)
         f"in {e['in-domain mAP']:.1f} vs {u['in-domain mAP']:.1f}; "
         f"out {e['out-of-domain mAP']:.1f} vs {u['out-of-domain mAP']:.1f}",
     )  # fmt: skip
+    report.note(
+        "The out-of-domain comparison with AMES-lite asks for a higher out-of-domain mAP and at "
+        "least as large a fraction of the in-domain gain over global VLAD kept out of domain, "
+        "(ood − ood_global) / (in − in_global); a raw in − out gap would penalise a re-ranker "
+        "for gaining in domain. It is only tested once AMES-lite has learned its training domain "
+        "(final loss below ln 2 − 0.05 and in-domain mAP above global VLAD's + 1)."
+    )
     report.check(
         "ELViS training does not collapse (final loss below ln 2)",
         loss_e < math.log(2) - 0.05,
@@ -284,11 +343,21 @@ def _main_checks(report: Report, rows: list[dict], loss_e: float, loss_a: float)
 
 
 def _table_and_metrics(report: Report, rows: list[dict]) -> None:
-    report.add_table("Re-ranking a global-VLAD shortlist (mAP %, λ = 0.5)", rows)
+    report.add_table(
+        "Re-ranking a global-VLAD shortlist (mAP %, λ = 0.5)", rows, columns=MAIN_COLUMNS
+    )
+    report.add_table(
+        "Revisited-style mAP (%): easy (hard positives junk), medium (all), hard (easy positives "
+        "junk); in-domain and out-of-domain",
+        rows,
+        columns=REVISITED_COLUMNS,
+    )
     by = {r["method"]: r for r in rows}
     for name, key in (("ELViS", "elvis"), ("AMES-lite", "ames_lite"), ("global VLAD", "global")):
         report.metric(f"{key}_in_mAP", round(by[name]["in-domain mAP"], 1))
         report.metric(f"{key}_ood_mAP", round(by[name]["out-of-domain mAP"], 1))
+        for p in "EMH":
+            report.metric(f"{key}_ood_{p}", round(by[name][f"ood {p}"], 1))
 
 
 def _threads() -> int:
@@ -315,8 +384,7 @@ def reproduce(*, quick: bool = True, seed: int = 0, progress: bool = False) -> R
         for s in seeds:
             w = _build(quick, s, progress)
             per_seed.append(_main_rows(w, progress))
-            n_last = max(1, len(w.elvis_loss) // 8)
-            losses.append((np.mean(w.elvis_loss[-n_last:]), np.mean(w.ames_loss[-n_last:])))
+            losses.append(_final_losses(w))
             worlds.append(w)
         rows = _median_rows(per_seed)
         _table_and_metrics(report, rows)
@@ -366,21 +434,32 @@ def _ablation_scorer(model: ELViS, variant: str) -> Scorer:
 
 
 def bench(*, quick: bool = True, seed: int = 0, progress: bool = False) -> Report:
-    """Peers side by side, out-of-domain transforms, ablations and throughput."""
+    """Peers side by side, out-of-domain transforms, ablations and throughput.
+
+    The main table is the median over seeds ``seed, seed+1, seed+2`` unless ``quick``.
+    """
     previous = _threads()
     try:
         shifts = ("invert", "jpeg") if quick else ("invert", "sketch", "perspective", "jpeg")
+        seeds = [seed] if quick else [seed, seed + 1, seed + 2]
         report = Report(
             PACKAGE, "bench", CLAIM, seed=seed, backends=BACKENDS,
-            config={"quick": quick, "n_features": N_FEATURES, "top_k": TOP_K, "shifts": shifts,
+            config={"quick": quick, "seeds": seeds, "n_features": N_FEATURES, "top_k": TOP_K, "shifts": shifts,
                     "temperature": TEMPERATURE, "lam": LAM, "t": T, "torch_threads": 1},
         )  # fmt: skip
-        w = _build(quick, seed, progress, shifts)
-        rows = _main_rows(w, progress)
+        # main table: one seed with ``quick``, the median over three otherwise; the
+        # transforms, ablations and throughput use the first seed's world
+        per_seed, losses = [], []
+        for k, s in enumerate(seeds):
+            world = _build(quick, s, progress, shifts if k == 0 else ())
+            per_seed.append(_main_rows(world, progress))
+            losses.append(_final_losses(world))
+            if k == 0:
+                w = world
+        rows = _median_rows(per_seed)
         _table_and_metrics(report, rows)
-        _main_checks(
-            report, rows, float(np.mean(w.elvis_loss[-4:])), float(np.mean(w.ames_loss[-4:]))
-        )
+        loss_e, loss_a = (float(np.median(x)) for x in zip(*losses, strict=True))
+        _main_checks(report, rows, loss_e, loss_a)
 
         # out-of-domain transforms
         methods = _methods(w)
