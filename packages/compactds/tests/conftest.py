@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -104,3 +107,31 @@ def make_vector_builder():
 @pytest.fixture(scope="session")
 def vector_encoder_cls():
     return VectorEncoder
+
+
+@contextlib.contextmanager
+def _serving(app):
+    """Run ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield an httpx client."""
+    import httpx
+    import uvicorn
+
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not srv.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        port = srv.servers[0].sockets[0].getsockname()[1]
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            yield client
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def serving():
+    """``with serving(app) as client:`` serves an ASGI app over a real loopback socket."""
+    return _serving

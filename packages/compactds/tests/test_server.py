@@ -1,32 +1,18 @@
 """The HTTP service over a real socket on 127.0.0.1: endpoints, validation, bounded concurrent load."""
 
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from iclr26.compactds.server import create_app
 
 
 @pytest.fixture(scope="module")
-def server(text_store):
-    app = create_app(text_store, max_batch=8, max_k=20, max_candidates=500)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+def server(text_store, serving):
+    with serving(create_app(text_store, max_batch=8, max_k=20, max_candidates=500)) as client:
         yield client
-    srv.should_exit = True
-    thread.join(10)
 
 
 def test_health_stats_and_passage(server, text_store):

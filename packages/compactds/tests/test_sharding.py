@@ -1,13 +1,8 @@
 """Sharded serving: a store split into shards answers as the whole store does, mismatched shards
 are refused, and the HTTP service serves a sharded store."""
 
-import threading
-import time
-
-import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from iclr26.compactds import (
     Chunker,
@@ -117,34 +112,22 @@ def test_mismatched_shards_are_refused(stores, clustered, vector_encoder_cls):
         ShardedDatastore.open(root / "a")
 
 
-def test_the_http_service_serves_a_sharded_store(stores):
+def test_the_http_service_serves_a_sharded_store(stores, serving):
     sharded = stores["sharded"]
     app = create_app(sharded, max_batch=8, max_k=20, max_candidates=5000)
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    port = srv.servers[0].sockets[0].getsockname()[1]
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            qs = ["v5", "v2500", "v1499"]
-            body = {"queries": qs, "k": 5, "K": 3000, "nprobe": sharded.nlist}
-            r = client.post("/search", json=body)
-            assert r.status_code == 200, r.text
-            got = [[h["text"] for h in row] for row in r.json()["results"]]
-            assert got == [[h.text for h in row] for row in sharded.search(qs, k=5, K=3000,
-                                                                          nprobe=sharded.nlist)]  # fmt: skip
-            assert [row[0] for row in got] == qs  # each vector is its own nearest neighbour
-            assert client.get(f"/passage/{sharded.n - 1}").json()["id"] == sharded.n - 1
-            stats = client.get("/stats").json()
-            assert stats["n_shards"] == 2
-            assert stats["n"] == sharded.n
-            bad = client.post("/search", json={"queries": ["v1"], "sources": ["nope"]})
-            assert bad.status_code == 422
-            assert "unknown sources" in bad.text
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    with serving(app) as client:
+        qs = ["v5", "v2500", "v1499"]
+        body = {"queries": qs, "k": 5, "K": 3000, "nprobe": sharded.nlist}
+        r = client.post("/search", json=body)
+        assert r.status_code == 200, r.text
+        got = [[h["text"] for h in row] for row in r.json()["results"]]
+        assert got == [[h.text for h in row] for row in sharded.search(qs, k=5, K=3000,
+                                                                      nprobe=sharded.nlist)]  # fmt: skip
+        assert [row[0] for row in got] == qs  # each vector is its own nearest neighbour
+        assert client.get(f"/passage/{sharded.n - 1}").json()["id"] == sharded.n - 1
+        stats = client.get("/stats").json()
+        assert stats["n_shards"] == 2
+        assert stats["n"] == sharded.n
+        bad = client.post("/search", json={"queries": ["v1"], "sources": ["nope"]})
+        assert bad.status_code == 422
+        assert "unknown sources" in bad.text

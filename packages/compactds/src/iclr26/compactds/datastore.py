@@ -14,7 +14,7 @@ import json
 import mmap
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,28 @@ from iclr26.shared import check_array, check_choice, check_int
 __all__ = ["Datastore", "Hit", "Searchable", "exact_scores"]
 
 RERANK_MODES = ("exact", "reencode", "none")
+
+
+def check_depths(k: int, K: int, rerank: str) -> tuple[int, int]:
+    """Validate ``k`` results out of ``K`` candidates and the rerank mode; returns ``(k, K)``."""
+    k = check_int(k, "k", low=1)
+    K = check_int(K, "K", low=1)
+    if k > K:
+        raise ValueError(f"K (candidates) must be >= k, got K={K}, k={k}")
+    check_choice(rerank, "rerank", RERANK_MODES)
+    return k, K
+
+
+def check_sources(
+    sources: str | Sequence[str] | None, known: Mapping[str, Any]
+) -> list[str] | None:
+    """``sources`` as a list of names from ``known`` (``None`` = all), or ``ValueError``."""
+    if sources is None:
+        return None
+    wanted = [sources] if isinstance(sources, str) else list(sources)
+    if not wanted or any(s not in known for s in wanted):
+        raise ValueError(f"sources must be a non-empty subset of {sorted(known)}, got {sources}")
+    return wanted
 
 
 def exact_scores(vectors: Any, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -283,13 +305,8 @@ class Datastore(Searchable):
         params = faiss.SearchParametersIVF()
         params.nprobe = nprobe
         keep = None
+        sources = check_sources(sources, self.sources)
         if sources is not None:
-            sources = [sources] if isinstance(sources, str) else list(sources)
-            unknown = [s for s in sources if s not in self.sources]
-            if unknown or not sources:
-                raise ValueError(
-                    f"sources must be a non-empty subset of {sorted(self.sources)}, got {sources}"
-                )
             ids = np.concatenate([np.arange(*self.sources[s], dtype=np.int64) for s in sources])
             sel = faiss.IDSelectorBatch(ids)
             params.sel = sel
@@ -312,13 +329,9 @@ class Datastore(Searchable):
 
         Missing results (fewer than ``k`` candidates) have id -1 and score -inf.
         """
-        k = check_int(k, "k", low=1)
-        K = check_int(K, "K", low=1)
-        if k > K:
-            raise ValueError(f"K (candidates) must be >= k, got K={K}, k={k}")
+        k, K = check_depths(k, K, rerank)
         nprobe = min(32, self.ivf.nlist) if nprobe is None else check_int(nprobe, "nprobe", low=1)
         nprobe = min(nprobe, self.ivf.nlist)
-        check_choice(rerank, "rerank", RERANK_MODES)
         if rerank == "reencode" and (reencoder is None or query_texts is None):
             raise ValueError("rerank='reencode' needs a reencoder and text queries")
         q = check_array(qvecs, "qvecs", ndim=2).astype(np.float32, copy=False)

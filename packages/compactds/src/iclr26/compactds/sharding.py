@@ -22,10 +22,10 @@ import numpy as np
 import psutil
 
 from iclr26.compactds.chunking import Passage
-from iclr26.compactds.datastore import RERANK_MODES, Datastore, Searchable
+from iclr26.compactds.datastore import Datastore, Searchable, check_depths, check_sources
 from iclr26.compactds.encoders import Encoder
 from iclr26.compactds.store import StoreError
-from iclr26.shared import check_array, check_choice, check_int
+from iclr26.shared import check_array, check_int
 
 __all__ = ["ShardedDatastore"]
 
@@ -180,20 +180,9 @@ class ShardedDatastore(Searchable):
             ``(ids, score_final, score_ann)``, each ``(nq, k)``; global ids, -1 / -inf where
             fewer than ``k`` results exist.
         """
-        k = check_int(k, "k", low=1)
-        K = check_int(K, "K", low=1)
-        if k > K:
-            raise ValueError(f"K (candidates) must be >= k, got K={K}, k={k}")
-        check_choice(rerank, "rerank", RERANK_MODES)
+        k, K = check_depths(k, K, rerank)
         q = check_array(qvecs, "qvecs", ndim=2).astype(np.float32, copy=False)
-        wanted = None
-        if sources is not None:
-            wanted = [sources] if isinstance(sources, str) else list(sources)
-            unknown = [s for s in wanted if s not in self.sources]
-            if unknown or not wanted:
-                raise ValueError(
-                    f"sources must be a non-empty subset of {sorted(self.sources)}, got {sources}"
-                )
+        wanted = check_sources(sources, self.sources)
         jobs = []
         for s, shard in enumerate(self.shards):
             mine = None if wanted is None else [x for x in wanted if x in shard.sources]

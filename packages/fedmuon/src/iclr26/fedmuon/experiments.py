@@ -24,6 +24,7 @@ import optax
 
 from iclr26.fedmuon.algorithms import ALGORITHMS, FedConfig
 from iclr26.fedmuon.data import load_digits_split
+from iclr26.fedmuon.deploy import LoopbackDeployment, find_tools, simulate_demo, write_demo_app
 from iclr26.fedmuon.lmo import LMOSpec, newton_schulz, nuclear_norm, polar
 from iclr26.fedmuon.problems import counterexample, digits, least_squares, mlp_loss
 from iclr26.fedmuon.simulate import History, make_round, run_problem
@@ -550,14 +551,7 @@ def _centralised(rounds_equiv_steps: int, seed: int) -> list[dict]:
 def _loopback_section(report: Report, rounds: int, seed: int) -> None:
     """One Flower round on a loopback deployment against the same round in the simulator."""
     try:
-        import flwr  # noqa: F401
-
-        from iclr26.fedmuon.deploy import (
-            LoopbackDeployment,
-            find_tools,
-            simulate_demo,
-            write_demo_app,
-        )
+        import flwr  # noqa: F401  (the demo App's ServerApp and ClientApp run in this environment)
 
         find_tools()
     except (ImportError, FileNotFoundError) as err:
