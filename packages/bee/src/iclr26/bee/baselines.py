@@ -74,7 +74,7 @@ def b2t_scores(
             with_errors.append(c)
     n_err = int((p != y).sum())
     if not with_errors:
-        log.warning("b2t_scores: no validation errors, nothing to explain")
+        log.info("b2t_scores: no validation errors, nothing to explain")
     return B2TScores(scores=scores, classes_with_errors=with_errors, n_errors=n_err)
 
 

@@ -151,9 +151,11 @@ def _discover_setup(parser: argparse.ArgumentParser):
             if A0.shape[0] != len(names):
                 raise ValueError(f"--anchor-embeddings has {A0.shape[0]} rows for "
                                  f"{len(names)} class names")  # fmt: skip
-            keep = filter_class_terms(vocab, names, terms, keep="compound")
-            kept = set(keep)
-            rows = [i for i, k in enumerate(vocab) if k in kept]
+            # precomputed rows cannot be re-embedded: keep or drop each concept whole
+            rows = [
+                i for i, k in enumerate(vocab)
+                if filter_class_terms([k], names, terms, keep="compound")
+            ]  # fmt: skip
             concepts, E = [vocab[i] for i in rows], E_all[rows]
         else:
             concepts = filter_class_terms(vocab, names, terms, keep="attribute")

@@ -27,7 +27,7 @@ from iclr26.shared import check_choice, check_int
 __all__ = ["BIRD_CLASS_TERMS", "extract_keywords", "filter_class_terms", "lemmatize", "stopwords"]
 
 log = logging.getLogger(__name__)
-_WORD = re.compile(r"[a-z][a-z'\-]*")
+_WORD = re.compile(r"[a-z0-9][a-z0-9_'\-]*")
 
 #: Class terms for the bird task (the role WordNet's bird synset plays in the official filter):
 #: hypernyms and the species used by :func:`iclr26.bee.make_bird_sentences`.
