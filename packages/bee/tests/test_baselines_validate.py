@@ -91,7 +91,7 @@ def test_concept_variance_penalty_closed_form():
 def test_regulariser_on_planted_concept_reduces_its_drift_and_dro_helps_wga():
     t = make_geometric(1500, 500, 1000, rho=0.95, n_nuisance=10, seed=1, beta=0.3)
     E = t.concept_emb[[t.concepts.index("planted_0"), t.concepts.index("planted_1")]]
-    kw = dict(patience=10)
+    kw = {"patience": 10}
     erm = fit_probe(t.train.X, t.train.y, t.val.X, t.val.y, t.anchors, **kw)
     reg = fit_probe(t.train.X, t.train.y, t.val.X, t.val.y, t.anchors,
                     extra_loss=concept_variance_penalty(E, strength=1.0), **kw)  # fmt: skip

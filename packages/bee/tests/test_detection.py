@@ -98,17 +98,21 @@ def test_probe_learns_the_shortcut_worst_group_drops():
 
 
 def test_insertion_of_discovered_concept_flips_more_than_random_concepts():
-    """Spec test 7 on an LSA-embedded bird task (MiniLM version: reproduce)."""
+    """Spec test 7 on LSA embeddings of the bird task (the MiniLM version runs in reproduce):
+    the concept BEE's probe drifts towards is inserted into neutral sentences of the other class
+    and flips an ordinary ERM classifier (logistic regression) far more than random concepts."""
+    from sklearn.linear_model import LogisticRegression
+
     t = make_bird_sentences(0.95, n_train=800, n_val=300, n_test=400, seed=1)
     lsa = LSAEncoder(64, seed=0).fit(t.train.texts + t.val.texts + t.vocabulary)
     Xtr, Xv = lsa.encode(t.train.texts), lsa.encode(t.val.texts)
     anchors = np.stack([Xtr[(t.train.y == c) & (t.train.a != c)].mean(0) for c in (0, 1)])
     r = fit_probe(Xtr, t.train.y, Xv, t.val.y, anchors, lr=1e-3)
-    V = lsa.encode(t.vocabulary)
-    D = drift_scores(r.W, r.W0, V)
+    D = drift_scores(r.W, r.W0, lsa.encode(t.vocabulary))
+    clf = LogisticRegression(C=1.0, max_iter=2000).fit(Xtr, t.train.y)
 
     def predict(texts):
-        return np.argmax(lsa.encode(texts) @ r.W.T, axis=1)
+        return clf.predict(lsa.encode(texts))
 
     c = 1
     top = t.vocabulary[int(np.argmax(D[c]))]
@@ -121,8 +125,9 @@ def test_insertion_of_discovered_concept_flips_more_than_random_concepts():
     pool = [k for k in t.vocabulary if k != top and not any(k in w for w in bg)]
     ctrl = [insertion_attack(texts, ys, k, predict).flip_rate
             for k in rng.choice(pool, 20, replace=False)]  # fmt: skip
-    assert hit.n > 50
+    assert hit.n > 100
     assert hit.flip_rate > np.mean(ctrl) + 3 * np.std(ctrl, ddof=1)
+    assert hit.flip_rate > 0.3
 
 
 @pytest.mark.slow
