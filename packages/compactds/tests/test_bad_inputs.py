@@ -165,7 +165,9 @@ CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("call", "error", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_bad_input_is_refused_naming_the_argument(ctx, call, error, match):
     with pytest.raises(error, match=match):
         call(ctx)
@@ -215,7 +217,9 @@ def test_json_written_for_results_has_no_bare_nan(tmp_path, text_store):
     from iclr26.compactds.datastore import Hit
 
     out = tmp_path / "ctxs.jsonl"
-    to_compactds_jsonl(out, [{"query": "q", "score": float("nan")}], [[Hit(1, "a", float("inf"), None)]])
+    to_compactds_jsonl(
+        out, [{"query": "q", "score": float("nan")}], [[Hit(1, "a", float("inf"), None)]]
+    )
     row = json.loads(out.read_text())
     assert row["score"] is None
     assert row["ctxs"][0]["retrieval score"] is None  # inf -> null, never a bare Infinity

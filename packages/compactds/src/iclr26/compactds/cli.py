@@ -73,7 +73,9 @@ def _check_embed_extra(encoder: str) -> None:
         except (ImportError, ValueError):  # a module set to None in sys.modules, a broken one
             found = False
         if not found:
-            import_optional(module, dist="iclr26-compactds", extra="embed", purpose=f"--encoder {encoder}")
+            import_optional(
+                module, dist="iclr26-compactds", extra="embed", purpose=f"--encoder {encoder}"
+            )
 
 
 def _read_queries(path: Path) -> list[dict]:
