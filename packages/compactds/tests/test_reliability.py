@@ -335,3 +335,20 @@ def test_help_and_package_import_load_no_backend():
         assert out[-1] == "False False"  # an encoder needs neither faiss nor torch
         own.append(float(run.stderr.strip().splitlines()[-1].split()[0]))
     assert min(own) < 0.5, own
+
+
+def test_impossible_index_parameters_fail_before_embedding(tmp_path):
+    class Counting(HashingEncoder):
+        calls = 0
+
+        def encode_passages(self, texts):
+            Counting.calls += 1
+            return super().encode_passages(texts)
+
+    b = DatastoreBuilder(tmp_path / "s", Counting(32), chunker=Chunker(20), m=7, threads=1)
+    with pytest.raises(ValueError, match="m=7 must divide"):
+        b.add_source("a", _docs()).build()
+    assert Counting.calls == 0
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(TypeError, match="nlist"):
+        DatastoreBuilder(tmp_path / "t", HashingEncoder(32), nlist=2.5)

@@ -180,6 +180,9 @@ class DatastoreBuilder:
         self.decontaminator = decontaminator
         self.shard_size = check_int(shard_size, "shard_size", low=1)
         self.vector_dtype = check_choice(vector_dtype, "vector_dtype", tuple(VECTOR_DTYPES))
+        for name, value in (("nlist", nlist), ("m", m), ("nbits", nbits)):
+            if value != "auto":
+                check_int(value, name, low=1)
         self.nlist, self.m, self.nbits = nlist, m, nbits
         self.train_frac = check_range(
             train_frac, "train_frac", low=0.0, high=1.0, low_inclusive=False
@@ -283,6 +286,9 @@ class DatastoreBuilder:
             )
         return True
 
+    def _n_train(self, n: int) -> int:
+        return min(n, max(self.train_min, math.ceil(self.train_frac * n)))
+
     def _clear_target(self) -> None:
         """Refuse or clear what is already at ``path``, before anything is written.
 
@@ -319,6 +325,10 @@ class DatastoreBuilder:
         shards = self._plan()
         if not shards:
             raise ValueError("the sources produced no passages (empty texts or all decontaminated)")
+        n = sum(len(s.items) for s in shards)
+        # IVFPQ parameters that cannot work fail now, not after the embedding
+        auto_params(n, int(self.encoder.dim), n_train=self._n_train(n), nlist=self.nlist,
+                    m=self.m, nbits=self.nbits)  # fmt: skip
         self._clear_target()
         work = self.path / "build"
         config = json.loads(json.dumps(self._config()))
@@ -428,7 +438,7 @@ class DatastoreBuilder:
         atomic_replace(tmp_vec, root / vec_name)
         vectors = np.memmap(root / vec_name, dtype=dtype, mode="r", shape=(n, dim))
         # 2. train on a seeded sample, add shard by shard (copies of the trained index per worker)
-        n_train = min(n, max(self.train_min, math.ceil(self.train_frac * n)))
+        n_train = self._n_train(n)
         rng = np.random.default_rng(self.seed)
         sample = np.sort(rng.choice(n, size=n_train, replace=False))
         if trained is None:
