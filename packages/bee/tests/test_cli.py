@@ -79,7 +79,7 @@ def test_discover_end_to_end_finds_planted(files, capsys):
         ("all_filtered", "removed by the class-term filter"),
         ("dim", "dimension"),
         ("one_name", "at least 2"),
-        ("out_is_file", "not a folder"),
+        ("out_is_file", "existing file"),
         ("groups_missing", "--groups"),
     ],
 )

@@ -12,60 +12,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from iclr26.shared import Report, make_cli
+from iclr26.shared import (
+    existing_file,
+    float_arg,
+    int_arg,
+    make_cli,
+    prepare_output_dir,
+)
 
 __all__ = ["main"]
 
 log = logging.getLogger(__name__)
-
-
-def _reproduce(*, quick: bool, seed: int, progress: bool) -> Report:
-    from iclr26.bee.experiments import reproduce
-
-    return reproduce(quick=quick, seed=seed, progress=progress)
-
-
-def _bench(*, quick: bool, seed: int, progress: bool) -> Report:
-    from iclr26.bee.experiments import bench
-
-    return bench(quick=quick, seed=seed, progress=progress)
-
-
-def _existing_file(text: str) -> Path:
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"file not found: {text}")
-    return path
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from err
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from err
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from err
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"seed must be in [0, 2**32 - 1], got {value}")
-    return value
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -87,34 +44,34 @@ def _read_ints(path: Path, name: str) -> Any:
 
 
 def _discover_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--embeddings", type=_existing_file, required=True,
+    parser.add_argument("--embeddings", type=existing_file, required=True,
                         help="(n, d) sample embeddings, .npy or .parquet")  # fmt: skip
-    parser.add_argument("--labels", type=_existing_file, required=True,
+    parser.add_argument("--labels", type=existing_file, required=True,
                         help="n integer labels: .npy or a text file, one per line")  # fmt: skip
-    parser.add_argument("--vocab", type=_existing_file, required=True,
+    parser.add_argument("--vocab", type=existing_file, required=True,
                         help="candidate concepts, one per line")  # fmt: skip
     parser.add_argument("--class-names", required=True,
                         help="comma-separated class names, in label order (their embeddings "
                         "initialise the probe)")  # fmt: skip
     parser.add_argument("--encoder", choices=("minilm", "precomputed"), default="minilm",
                         help="text encoder of class names and concepts (default minilm)")  # fmt: skip
-    parser.add_argument("--concept-embeddings", type=_existing_file,
+    parser.add_argument("--concept-embeddings", type=existing_file,
                         help="with --encoder precomputed: (K, d) rows matching --vocab")  # fmt: skip
-    parser.add_argument("--anchor-embeddings", type=_existing_file,
+    parser.add_argument("--anchor-embeddings", type=existing_file,
                         help="with --encoder precomputed: (C, d) rows matching --class-names")  # fmt: skip
-    parser.add_argument("--class-terms", type=_existing_file,
+    parser.add_argument("--class-terms", type=existing_file,
                         help="words naming the classes (species, synonyms), one per line; "
                         "removed from the concepts together with the class names")  # fmt: skip
-    parser.add_argument("--groups", type=_existing_file,
+    parser.add_argument("--groups", type=existing_file,
                         help="n integer attribute labels, for --null groups")  # fmt: skip
     parser.add_argument("--null", choices=("permutation", "groups", "bootstrap", "none"),
                         default="permutation", help="null for the z-scores (default permutation)")  # fmt: skip
-    parser.add_argument("--n-null", type=_positive_int, default=20, help="null refits (20)")
-    parser.add_argument("--val-fraction", type=_fraction, default=0.2,
+    parser.add_argument("--n-null", type=int_arg(low=1), default=20, help="null refits (20)")
+    parser.add_argument("--val-fraction", type=float_arg(0, 1, low_open=True, high_open=True), default=0.2,
                         help="held-out fraction for early stopping (0.2)")  # fmt: skip
-    parser.add_argument("--top", type=_positive_int, default=20,
+    parser.add_argument("--top", type=int_arg(low=1), default=20,
                         help="rows per class and mode in the CSV (20)")  # fmt: skip
-    parser.add_argument("--seed", type=_seed, default=0, help="random seed (0)")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed (0)")
     parser.add_argument("--out", type=Path, default=Path("reports/bee/discover"),
                         help="output folder (concepts.csv, scores.png)")  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -122,8 +79,7 @@ def _discover_setup(parser: argparse.ArgumentParser):
     def run(args: argparse.Namespace) -> int:
         import numpy as np
 
-        if args.out.exists() and not args.out.is_dir():
-            raise ValueError(f"--out {args.out} exists and is not a folder")
+        prepare_output_dir(args.out)
         from iclr26.bee.encoders import load_embeddings
         from iclr26.bee.probe import as_labels
         from iclr26.bee.vocab import filter_class_terms
@@ -252,8 +208,8 @@ def _plot(path: Path, names, concepts, official, drift, z) -> None:
 
 main = make_cli(
     "bee",
-    reproduce=_reproduce,
-    bench=_bench,
+    reproduce="iclr26.bee.experiments:reproduce",
+    bench="iclr26.bee.experiments:bench",
     description="BEE (ICLR 2026): spurious correlations from a linear probe's weights.",
     commands={
         "discover": (
