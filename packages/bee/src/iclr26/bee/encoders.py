@@ -95,6 +95,12 @@ class SentenceTransformerEncoder:
         old = os.environ.get("HF_HUB_OFFLINE")
         os.environ["HF_HUB_OFFLINE"] = "1"
         try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # library code does not draw bars on its own
+        except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+            pass
+        try:
             self.model = SentenceTransformer(str(path), device=device)
         finally:
             if old is None:

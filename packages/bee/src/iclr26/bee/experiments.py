@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from iclr26.shared import Report, progress, seed_everything
+from iclr26.shared import Report, seed_everything
+from iclr26.shared import progress as _progress
 
 __all__ = ["bench", "reproduce"]
 
@@ -91,7 +92,7 @@ def _geometric_study(
     from iclr26.bee.scoring import alignment, class_scores, drift_scores, select_concepts
 
     per_rho: dict[tuple[float, float], list[dict[str, Any]]] = {}
-    bar = progress(total=len(settings) * len(seeds), enabled=show, desc="geometric")
+    bar = _progress(total=len(settings) * len(seeds), enabled=show, desc="geometric")
     for rho, sigma in settings:
         rows = []
         for s in seeds:
@@ -188,7 +189,7 @@ def _text_study(
     from iclr26.bee.scoring import alignment, class_scores, drift_scores
 
     rows, detail = [], {}
-    for rho in progress(rhos, enabled=show, desc="sentences"):
+    for rho in _progress(rhos, enabled=show, desc="sentences"):
         t = make(rho, seed=seed)
         e = _embed_task(enc, t)
         r = fit_probe(e["Xtr"], t.train.y, e["Xv"], t.val.y, e["A0"])
@@ -630,7 +631,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
                "Domino-like"]  # fmt: skip
     res: dict[tuple[float, str], list[tuple[float, float]]] = {}
     times: dict[str, list[float]] = {m: [] for m in methods}
-    bar = progress(total=len(rhos) * n_seeds, enabled=progress, desc="bench")
+    bar = _progress(total=len(rhos) * n_seeds, enabled=progress, desc="bench")
     for rho in rhos:
         for s in range(seed, seed + n_seeds):
             t = make_geometric(rho=rho, sigma=0.5 if rho == 1.0 else 1.5, seed=s)
