@@ -203,9 +203,10 @@ def _text_study(
             null=null, n_null=n_null, n_boot=n_null, seed=seed, **kw,
         )  # fmt: skip
         b2t = b2t_scores(e["Xv"], t.val.y, r.predict(e["Xv"]), e["V"], n_classes=2)
+        b2t_M = np.nan_to_num(b2t.scores, nan=-np.inf)
         ranks = {
             name: {c: min(_rank(M[c], t.vocabulary.index(k)) for k in t.planted[c]) for c in (0, 1)}
-            for name, M in (("official", off), ("drift", dri), ("z", nc.z))
+            for name, M in (("official", off), ("drift", dri), ("z", nc.z), ("b2t", b2t_M))
         }
         detail[rho] = {"task": t, "emb": e, "probe": r, "off": off, "drift": dri, "z": nc.z,
                        "ranks": ranks, "b2t": b2t, "wga": wga}  # fmt: skip
