@@ -116,11 +116,17 @@ def collect_episodes(
     (a medium-replay schedule). Returns NumPy arrays ``obs`` (E, 201, 3), ``act`` (E, 200, 1) and
     the dense ``reward`` (E, 200).
     """
-    gain = jnp.broadcast_to(jnp.asarray(gain, jnp.float32), (n_episodes,))
-    random_prob = jnp.broadcast_to(jnp.asarray(random_prob, jnp.float32), (n_episodes,))
+    gain = np.broadcast_to(np.asarray(gain, np.float32), (n_episodes,))
+    random_prob = np.broadcast_to(np.asarray(random_prob, np.float32), (n_episodes,))
     keys = jax.random.split(key, n_episodes)
-    obs, act, rew = _collect(keys, gain, random_prob, jnp.float32(noise))
-    return {"obs": np.asarray(obs), "act": np.asarray(act), "reward": np.asarray(rew)}
+    parts = []
+    # Fixed-size chunks: one compiled program serves every dataset size.
+    for start in range(0, n_episodes, _CHUNK):
+        idx = np.minimum(np.arange(start, start + _CHUNK), n_episodes - 1)
+        out = _collect(keys[idx], gain[idx], random_prob[idx], jnp.float32(noise))
+        parts.append([np.asarray(x)[: n_episodes - start] for x in out])
+    obs, act, rew = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return {"obs": obs, "act": act, "reward": rew}
 
 
 def _episode(key, gain, random_prob, noise):
@@ -140,4 +146,5 @@ def _episode(key, gain, random_prob, noise):
     return jnp.concatenate([obs, pendulum_obs(last)[None]], 0), act, rew
 
 
+_CHUNK = 10
 _collect = jax.jit(jax.vmap(_episode, in_axes=(0, 0, 0, None)))
