@@ -248,7 +248,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
 
     seed_everything(seed)
     n_seeds = 5
-    steps = 1000 if quick else 5000
+    steps = 500 if quick else 5000
     report = Report(
         PACKAGE,
         "bench",
