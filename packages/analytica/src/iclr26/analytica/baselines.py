@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,7 +45,14 @@ class HolisticEstimator(Protocol):
 class Vanilla:
     """One LLM call on the root proposition with the calibration prompt."""
 
-    def __init__(self, client: ChatClient, *, prompt: str = CALIBRATION_PROMPT, max_repairs: int = 3, ledger: CallLedger | None = None) -> None:
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        prompt: str = CALIBRATION_PROMPT,
+        max_repairs: int = 3,
+        ledger: CallLedger | None = None,
+    ) -> None:
         self._grounder = LLMGrounder(client, prompt=prompt, max_repairs=max_repairs, ledger=ledger)
 
     @property
@@ -58,7 +66,9 @@ class Vanilla:
 def logit_mean(probs: ArrayLike, *, shrink: float = 1.0, eps: float = 1e-3) -> float:
     """``σ(shrink · mean(logit(p)))`` with ``p`` clipped to ``[eps, 1 − eps]`` (BLF's K-trial
     logit-space aggregation; ``shrink < 1`` pulls toward 0.5)."""
-    p = np.clip(np.asarray(check_array(probs, "probs", ndim=1, finite=True), dtype=float), eps, 1 - eps)
+    p = np.clip(
+        np.asarray(check_array(probs, "probs", ndim=1, finite=True), dtype=float), eps, 1 - eps
+    )
     if (np.asarray(probs, dtype=float) < 0).any() or (np.asarray(probs, dtype=float) > 1).any():
         raise ValueError("probs must lie in [0, 1]")
     z = shrink * np.mean(np.log(p) - np.log1p(-p))
@@ -81,7 +91,9 @@ class SelfConsistency:
     """``k`` independent holistic estimates, aggregated (variance-reduction baseline at ``k``×
     the cost of :class:`Vanilla`)."""
 
-    def __init__(self, inner: HolisticEstimator, k: int = 5, agg: str = "mean", *, shrink: float = 1.0) -> None:
+    def __init__(
+        self, inner: HolisticEstimator, k: int = 5, agg: str = "mean", *, shrink: float = 1.0
+    ) -> None:
         self.inner = inner
         self.k = check_int(k, "k", low=1)
         if agg not in ("mean", "median", "logit_mean"):
@@ -93,7 +105,9 @@ class SelfConsistency:
         proofs = await asyncio.gather(*(self.inner.estimate(prop) for _ in range(self.k)))
         samples = [p.p_true for p in proofs]
         value = aggregate(samples, self.agg, shrink=self.shrink)
-        return Proof(min(1.0, max(0.0, value)), f"{self.agg} of {self.k} samples", meta={"samples": samples})
+        return Proof(
+            min(1.0, max(0.0, value)), f"{self.agg} of {self.k} samples", meta={"samples": samples}
+        )
 
 
 class LogisticLeaves:
@@ -135,9 +149,12 @@ class BayesNetAggregator:
 
     def fit(self, samples: Sequence[Mapping[str, float]]) -> BayesNetAggregator:
         import pandas as pd
-        from pgmpy.estimators import BayesianEstimator
-        from pgmpy.inference import VariableElimination
-        from pgmpy.models import DiscreteBayesianNetwork
+
+        with warnings.catch_warnings():  # pgmpy 1.1 warns about its own internal imports
+            warnings.simplefilter("ignore", FutureWarning)
+            from pgmpy.inference import VariableElimination
+            from pgmpy.models import DiscreteBayesianNetwork
+            from pgmpy.parameter_estimator import DiscreteBayesianEstimator
 
         if not samples:
             raise ValueError("samples must not be empty")
@@ -148,10 +165,9 @@ class BayesNetAggregator:
         state_names = {pid: [0, 1] for pid in nodes}
         model.fit(
             data,
-            estimator=BayesianEstimator,
-            prior_type="BDeu",
-            equivalent_sample_size=self.ess,
-            state_names=state_names,
+            estimator=DiscreteBayesianEstimator(
+                state_names=state_names, prior_type="BDeu", equivalent_sample_size=self.ess
+            ),
         )
         self.model_ = model
         self._infer = VariableElimination(model)
@@ -163,7 +179,9 @@ class BayesNetAggregator:
         key = tuple(int(float(leaf_values[pid]) > 0.5) for pid in leaves)
         if key not in self._cache:
             q: Any = self._infer.query(
-                [self.tree.root_id], evidence=dict(zip(leaves, key, strict=True)), show_progress=False
+                [self.tree.root_id],
+                evidence=dict(zip(leaves, key, strict=True)),
+                show_progress=False,
             )
             self._cache[key] = float(q.values[1])
         return self._cache[key]

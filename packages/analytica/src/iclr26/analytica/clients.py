@@ -248,7 +248,9 @@ class OpenAICompatibleClient:
                 log.info("retrying %s after %s (%.2fs)", tag or self.url, last, wait)
                 await asyncio.sleep(wait)
                 delay *= 2
-        raise ClientError(f"{self.url}: no usable reply after {self.max_retries + 1} attempts ({last})")
+        raise ClientError(
+            f"{self.url}: no usable reply after {self.max_retries + 1} attempts ({last})"
+        )
 
     def _record(
         self,
@@ -263,9 +265,7 @@ class OpenAICompatibleClient:
         ct = completion.completion_tokens if completion else 0
         cost = (pt * self.price[0] + ct * self.price[1]) / 1000.0
         self.ledger.record(
-            LedgerEntry(
-                "http", tag, attempt, ok, time.perf_counter() - start, error, pt, ct, cost
-            )
+            LedgerEntry("http", tag, attempt, ok, time.perf_counter() - start, error, pt, ct, cost)
         )
 
 
@@ -377,7 +377,9 @@ async def complete_json(
         except (ValueError, TypeError, KeyError) as err:
             msg = f"{type(err).__name__}: {err}"
             if ledger is not None:
-                ledger.record(LedgerEntry(kind, tag, attempt, False, time.perf_counter() - start, msg))
+                ledger.record(
+                    LedgerEntry(kind, tag, attempt, False, time.perf_counter() - start, msg)
+                )
             dialog += [
                 {"role": "assistant", "content": reply.text},
                 {

@@ -132,7 +132,11 @@ def make_spr_world(
         node.sentence = f"Synthetic proposition {node.pid} holds"
         if node.children:
             w = rng.dirichlet(np.full(len(node.children), concentration))
-            node.synthesis = {"kind": "linear", "intercept": 0.0, "weights": dict(zip(node.children, w.tolist(), strict=True))}
+            node.synthesis = {
+                "kind": "linear",
+                "intercept": 0.0,
+                "weights": dict(zip(node.children, w.tolist(), strict=True)),
+            }
     leaves = tree.leaves()
     leaf_truth = rng.uniform(lo_t, hi_t, size=(n_questions, len(leaves)))
     truth, ids = synthesize_batch(tree, leaf_truth)
@@ -142,7 +146,9 @@ def make_spr_world(
 
 
 def synthesize_batch(
-    tree: PropositionTree, leaf_values: NDArray[np.float64], rules: Mapping[str, Mapping[str, Any]] | None = None
+    tree: PropositionTree,
+    leaf_values: NDArray[np.float64],
+    rules: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[NDArray[np.float64], list[str]]:
     """Vectorised linear synthesis of many questions at once.
 
@@ -177,22 +183,36 @@ def load_macrodata() -> pd.DataFrame:
     spec = importlib.util.find_spec("statsmodels")
     raw = None
     if spec is not None and spec.submodule_search_locations:
-        path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "macrodata" / "macrodata.csv"
+        path = (
+            Path(next(iter(spec.submodule_search_locations)))
+            / "datasets"
+            / "macrodata"
+            / "macrodata.csv"
+        )
         if path.exists():
             raw = pd.read_csv(path)
     if raw is None:  # pragma: no cover - layout change in statsmodels
         from statsmodels.datasets import macrodata
 
         raw = macrodata.load_pandas().data
-    index = pd.PeriodIndex.from_fields(year=raw["year"].astype(int), quarter=raw["quarter"].astype(int), freq="Q")
-    frame = raw.drop(columns=["year", "quarter"]).set_index(index.to_timestamp(how="end").normalize())
+    index = pd.PeriodIndex.from_fields(
+        year=raw["year"].astype(int), quarter=raw["quarter"].astype(int), freq="Q"
+    )
+    frame = raw.drop(columns=["year", "quarter"]).set_index(
+        index.to_timestamp(how="end").normalize()
+    )
     frame.index.name = "date"
     return frame
 
 
 def _features(frame: pd.DataFrame) -> pd.DataFrame:
     f = pd.DataFrame(index=frame.index)
-    for col, name in (("realgdp", "gdp_g"), ("realcons", "cons_g"), ("realinv", "inv_g"), ("realdpi", "dpi_g")):
+    for col, name in (
+        ("realgdp", "gdp_g"),
+        ("realcons", "cons_g"),
+        ("realinv", "inv_g"),
+        ("realdpi", "dpi_g"),
+    ):
         f[name] = 100 * np.log(frame[col]).diff()
     f["unemp"] = frame["unemp"]
     f["unemp_d"] = frame["unemp"].diff()
@@ -246,27 +266,54 @@ MACRO_TEMPLATE: dict[str, Any] = {
             "sentence": "US real consumption growth next quarter is above its historical median",
             "causality": "consumption follows income, recent spending and jobs",
             "children": [
-                {"sentence": "Real consumption growth last quarter was above its historical median", "meta": {"rule": "cons_up"}},
-                {"sentence": "Real disposable income growth last quarter was above its historical median", "meta": {"rule": "dpi_up"}},
-                {"sentence": "The unemployment rate fell last quarter", "meta": {"rule": "unemp_fell"}},
+                {
+                    "sentence": "Real consumption growth last quarter was above its historical median",
+                    "meta": {"rule": "cons_up"},
+                },
+                {
+                    "sentence": "Real disposable income growth last quarter was above its historical median",
+                    "meta": {"rule": "dpi_up"},
+                },
+                {
+                    "sentence": "The unemployment rate fell last quarter",
+                    "meta": {"rule": "unemp_fell"},
+                },
             ],
         },
         {
             "sentence": "US real investment growth next quarter is above its historical median",
             "causality": "investment follows momentum and financing costs",
             "children": [
-                {"sentence": "Real investment growth last quarter was above its historical median", "meta": {"rule": "inv_up"}},
-                {"sentence": "The 3-month T-bill rate fell over the last two quarters", "meta": {"rule": "tbill_fell"}},
-                {"sentence": "The real interest rate last quarter was below its historical median", "meta": {"rule": "realint_low"}},
+                {
+                    "sentence": "Real investment growth last quarter was above its historical median",
+                    "meta": {"rule": "inv_up"},
+                },
+                {
+                    "sentence": "The 3-month T-bill rate fell over the last two quarters",
+                    "meta": {"rule": "tbill_fell"},
+                },
+                {
+                    "sentence": "The real interest rate last quarter was below its historical median",
+                    "meta": {"rule": "realint_low"},
+                },
             ],
         },
         {
             "sentence": "The US unemployment rate falls next quarter",
             "causality": "labour markets follow output with a lag",
             "children": [
-                {"sentence": "The unemployment rate is below its average of the previous four quarters", "meta": {"rule": "unemp_below_avg"}},
-                {"sentence": "Real GDP growth last quarter was above its historical median", "meta": {"rule": "gdp_up"}},
-                {"sentence": "Inflation last quarter was below 4 % (annualised)", "meta": {"rule": "infl_low"}},
+                {
+                    "sentence": "The unemployment rate is below its average of the previous four quarters",
+                    "meta": {"rule": "unemp_below_avg"},
+                },
+                {
+                    "sentence": "Real GDP growth last quarter was above its historical median",
+                    "meta": {"rule": "gdp_up"},
+                },
+                {
+                    "sentence": "Inflation last quarter was below 4 % (annualised)",
+                    "meta": {"rule": "infl_low"},
+                },
             ],
         },
     ],
@@ -317,7 +364,9 @@ class MacroBenchmark:
 
     def tree(self, date: str) -> PropositionTree:
         """The unproven template tree for one query date."""
-        return PropositionTree.from_spec(self.template, date=date, context="United States, quarterly national accounts")
+        return PropositionTree.from_spec(
+            self.template, date=date, context="United States, quarterly national accounts"
+        )
 
     def leaf_matrix(self, dates: Sequence[str]) -> tuple[NDArray[np.float64], list[str]]:
         """(len(dates), 9) clean leaf values (one data-rule evaluation per leaf and date)."""
@@ -327,7 +376,9 @@ class MacroBenchmark:
         for i, d in enumerate(dates):
             for j, pid in enumerate(leaves):
                 node = tree.get(pid)
-                out[i, j] = self.grounder.evaluate(Proposition(pid, node.sentence, date=d, meta=node.meta))
+                out[i, j] = self.grounder.evaluate(
+                    Proposition(pid, node.sentence, date=d, meta=node.meta)
+                )
         return out, leaves
 
     def y(self, dates: Sequence[str], pid: str = "P0") -> NDArray[np.int64]:

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from iclr26.analytica.clients import CallLedger, ChatClient, ParseFailure, complete_json, extract_json
+from iclr26.analytica.clients import (
+    CallLedger,
+    ChatClient,
+    ParseFailure,
+    complete_json,
+    extract_json,
+)
 from iclr26.analytica.tree import Proposition, PropositionTree, TreeError
 
 __all__ = [

@@ -96,7 +96,11 @@ class Analytica:
         cache_dir: str | Path | None = None,
         checkpoint_dir: str | Path | None = None,
     ) -> None:
-        for name, value, low in (("max_concurrency", max_concurrency, 1), ("max_retries", max_retries, 0), ("max_leaves", max_leaves, 1)):
+        for name, value, low in (
+            ("max_concurrency", max_concurrency, 1),
+            ("max_retries", max_retries, 0),
+            ("max_leaves", max_leaves, 1),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
         if timeout_s is not None and not timeout_s > 0:
@@ -156,7 +160,9 @@ class Analytica:
         return self.cache_dir / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
     # -- one node with retries ------------------------------------------------------------
-    async def _attempts(self, kind: str, pid: str, make: Any, sem: asyncio.Semaphore, in_flight: list[int]) -> Proof | None:
+    async def _attempts(
+        self, kind: str, pid: str, make: Any, sem: asyncio.Semaphore, in_flight: list[int]
+    ) -> Proof | None:
         delay = self.retry_backoff
         for attempt in range(self.max_retries + 1):
             async with sem:
@@ -165,16 +171,28 @@ class Analytica:
                 start = time.perf_counter()
                 try:
                     coro = make()
-                    proof = await (coro if self.timeout_s is None else asyncio.wait_for(coro, self.timeout_s))
+                    proof = await (
+                        coro if self.timeout_s is None else asyncio.wait_for(coro, self.timeout_s)
+                    )
                     if not isinstance(proof, Proof):
                         raise TypeError(f"{kind} returned {type(proof).__name__}, not a Proof")
-                    self.ledger.record(LedgerEntry(kind, pid, attempt, True, time.perf_counter() - start))
+                    self.ledger.record(
+                        LedgerEntry(kind, pid, attempt, True, time.perf_counter() - start)
+                    )
                     return proof
                 except (asyncio.CancelledError, KeyboardInterrupt):
                     raise
                 except Exception as err:
-                    msg = "timed out" if isinstance(err, TimeoutError) else f"{type(err).__name__}: {err}"
-                    self.ledger.record(LedgerEntry(kind, pid, attempt, False, time.perf_counter() - start, msg[:500]))
+                    msg = (
+                        "timed out"
+                        if isinstance(err, TimeoutError)
+                        else f"{type(err).__name__}: {err}"
+                    )
+                    self.ledger.record(
+                        LedgerEntry(
+                            kind, pid, attempt, False, time.perf_counter() - start, msg[:500]
+                        )
+                    )
                     self.stats.failed[pid] = msg[:500]
                     log.info("%s %s attempt %d failed: %s", kind, pid, attempt, msg)
                 finally:
@@ -186,7 +204,9 @@ class Analytica:
         return None
 
     # -- phases ---------------------------------------------------------------------------
-    async def ground_leaves(self, tree: PropositionTree, pids: Iterable[str] | None = None) -> dict[str, str]:
+    async def ground_leaves(
+        self, tree: PropositionTree, pids: Iterable[str] | None = None
+    ) -> dict[str, str]:
         """Prove the given (default: all unproven) leaves concurrently; returns failures."""
         todo = [p for p in (tree.leaves() if pids is None else pids) if tree.get(p).proof is None]
         sem = asyncio.Semaphore(self.max_concurrency)
@@ -202,7 +222,9 @@ class Analytica:
                 self._save_proof(pid, prop.proof, None)
                 return
             self.stats.ground_calls += 1
-            proof = await self._attempts("ground", pid, lambda: self.grounder.ground(prop), sem, in_flight)
+            proof = await self._attempts(
+                "ground", pid, lambda: self.grounder.ground(prop), sem, in_flight
+            )
             if proof is None:
                 failed[pid] = self.stats.failed[pid]
                 return
@@ -232,7 +254,11 @@ class Analytica:
                     return
                 self.stats.synth_calls += 1
                 proof = await self._attempts(
-                    "synthesize", pid, lambda: self.synthesizer.synthesize(tree, pid), sem, in_flight
+                    "synthesize",
+                    pid,
+                    lambda: self.synthesizer.synthesize(tree, pid),
+                    sem,
+                    in_flight,
                 )
                 if proof is None:
                     failed[pid] = self.stats.failed[pid]
@@ -263,9 +289,13 @@ class Analytica:
                 raise ValueError("a decomposer is needed to analyse a single proposition")
             self.stats.decompose_calls += 1
             tree = await self.decomposer.decompose(question, max_leaves=self.max_leaves)
-            self.ledger.record(LedgerEntry("decompose", question.pid, 0, True, time.perf_counter() - start))
+            self.ledger.record(
+                LedgerEntry("decompose", question.pid, 0, True, time.perf_counter() - start)
+            )
         else:
-            raise TypeError(f"question must be a Proposition or PropositionTree, got {type(question).__name__}")
+            raise TypeError(
+                f"question must be a Proposition or PropositionTree, got {type(question).__name__}"
+            )
         self._save_tree(tree)
         self._load_checkpoint(tree)
         failed = await self.ground_leaves(tree)

@@ -104,7 +104,10 @@ class LLMGrounder:
         self.calls += 1
         return await complete_json(
             self.client,
-            [{"role": "system", "content": self.prompt}, {"role": "user", "content": _describe(prop)}],
+            [
+                {"role": "system", "content": self.prompt},
+                {"role": "user", "content": _describe(prop)},
+            ],
             parse_proof,
             max_repairs=self.max_repairs,
             tag=prop.pid,
@@ -158,7 +161,9 @@ class _Kernel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._interrupt()
-                return False, "".join(out) + f"\nTimeoutError: cell ran past {timeout:g} s and was interrupted"
+                return False, "".join(
+                    out
+                ) + f"\nTimeoutError: cell ran past {timeout:g} s and was interrupted"
             try:
                 msg = self.kc.get_iopub_msg(timeout=min(remaining, 1.0))
             except queue.Empty:
@@ -265,7 +270,9 @@ class NotebookGrounder:
                 if not self.allow_network:
                     await asyncio.to_thread(kernel.execute, _NO_NETWORK, 30.0)
                 if self.setup_code:
-                    ok, out = await asyncio.to_thread(kernel.execute, self.setup_code, self.cell_timeout)
+                    ok, out = await asyncio.to_thread(
+                        kernel.execute, self.setup_code, self.cell_timeout
+                    )
                     if not ok:
                         raise GroundingError(f"setup code failed: {out[-300:]}")
                 return await self._dialog(prop, kernel)
@@ -284,18 +291,34 @@ class NotebookGrounder:
             dialog.append({"role": "assistant", "content": reply})
             code = _CODE.search(reply)
             if code is not None:
-                ok, output = await asyncio.to_thread(kernel.execute, code.group(1), self.cell_timeout)
+                ok, output = await asyncio.to_thread(
+                    kernel.execute, code.group(1), self.cell_timeout
+                )
                 output = output[-self.max_output_chars :]
                 cells.append({"code": code.group(1), "output": output, "ok": ok})
                 failures = 0 if ok else failures + 1
                 if failures >= self.max_debug:
-                    raise GroundingError(f"{prop.pid}: {failures} failing cells in a row; last: {output[-300:]}")
-                dialog.append({"role": "user", "content": f"Output:\n{output}" if ok else f"The cell failed:\n{output}\nFix it."})
+                    raise GroundingError(
+                        f"{prop.pid}: {failures} failing cells in a row; last: {output[-300:]}"
+                    )
+                dialog.append(
+                    {
+                        "role": "user",
+                        "content": f"Output:\n{output}"
+                        if ok
+                        else f"The cell failed:\n{output}\nFix it.",
+                    }
+                )
                 continue
             try:
                 proof = parse_proof(reply)
             except (ValueError, TypeError) as err:
-                dialog.append({"role": "user", "content": f"Reply with a ```python cell or the final JSON ({err})."})
+                dialog.append(
+                    {
+                        "role": "user",
+                        "content": f"Reply with a ```python cell or the final JSON ({err}).",
+                    }
+                )
                 continue
             proof.meta["cells"] = cells
             return proof
@@ -321,7 +344,9 @@ class DataFrameGrounder:
         publication_lag: rows withheld at the end of history (data published after the period).
     """
 
-    def __init__(self, frame: pd.DataFrame, rules: Mapping[str, Rule], *, publication_lag: int = 0) -> None:
+    def __init__(
+        self, frame: pd.DataFrame, rules: Mapping[str, Rule], *, publication_lag: int = 0
+    ) -> None:
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
         if not isinstance(frame.index, pd.DatetimeIndex):
@@ -375,13 +400,19 @@ class DataFrameGrounder:
             ) from err
         value = float(value)
         if math.isnan(value):
-            raise LookaheadError(f"rule {key!r} returned NaN at {prop.date} (did it look past the query date?)")
+            raise LookaheadError(
+                f"rule {key!r} returned NaN at {prop.date} (did it look past the query date?)"
+            )
         return check_probability(value, f"rule {key!r} result")
 
     async def ground(self, prop: Proposition) -> Proof:
         self.calls += 1
         p = self.evaluate(prop)
-        return Proof(p, f"data rule {self.rule_for(prop)[0]!r} at {prop.date}", meta={"grounder": "dataframe"})
+        return Proof(
+            p,
+            f"data rule {self.rule_for(prop)[0]!r} at {prop.date}",
+            meta={"grounder": "dataframe"},
+        )
 
 
 # ------------------------------------------------------------------------------- noise

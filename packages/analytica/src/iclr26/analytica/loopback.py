@@ -116,7 +116,11 @@ class LoopbackChatServer:
                 if fault == "hang":
                     time.sleep(server.hang_s)
                 if fault in ("429", "500"):
-                    self._send(int(fault), json.dumps({"error": {"message": "injected"}}), {"Retry-After": "0"})
+                    self._send(
+                        int(fault),
+                        json.dumps({"error": {"message": "injected"}}),
+                        {"Retry-After": "0"},
+                    )
                     return
                 if fault == "garbage":
                     self._send(200, "<html>not json</html>")
@@ -126,7 +130,9 @@ class LoopbackChatServer:
                     body = json.loads(raw)
                     text = server.responder(body["messages"])
                 except Exception as err:
-                    self._send(400, json.dumps({"error": {"message": f"{type(err).__name__}: {err}"}}))
+                    self._send(
+                        400, json.dumps({"error": {"message": f"{type(err).__name__}: {err}"}})
+                    )
                     return
                 with server._lock:
                     server.served += 1
@@ -141,13 +147,17 @@ class LoopbackChatServer:
                         }
                     ],
                     "usage": {
-                        "prompt_tokens": sum(len(m.get("content", "").split()) for m in body["messages"]),
+                        "prompt_tokens": sum(
+                            len(m.get("content", "").split()) for m in body["messages"]
+                        ),
                         "completion_tokens": len(text.split()),
                     },
                 }
                 self._send(200, json.dumps(payload))
 
-            def _send(self, status: int, text: str, headers: Mapping[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, text: str, headers: Mapping[str, str] | None = None
+            ) -> None:
                 data = text.encode()
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(status)

@@ -84,7 +84,11 @@ class SimulatedJudge:
         key = _h(prop.date, prop.pid, prop.sentence)
         k = self._count.get(key, 0)
         self._count[key] = k + 1
-        noise = np.random.default_rng([self.seed, key, k]).normal(0.0, self.noise_sd) if self.noise_sd else 0.0
+        noise = (
+            np.random.default_rng([self.seed, key, k]).normal(0.0, self.noise_sd)
+            if self.noise_sd
+            else 0.0
+        )
         return float(np.clip(self.truth(prop) + self.bias(prop) + noise, 0.0, 1.0))
 
     async def ground(self, prop: Proposition) -> Proof:
@@ -154,7 +158,9 @@ class SimulatedLLM:
             return json.dumps({"formula": " AND ".join(kids), "PA": 1.0, "rationale": "all needed"})
         if system == FREEFORM_PROMPT:
             vals = [float(m.group(2)) for m in _CHILD.finditer(last)]
-            return json.dumps({"p_true": float(np.mean(vals)), "key_factor": "", "proof": "average"})
+            return json.dumps(
+                {"p_true": float(np.mean(vals)), "key_factor": "", "proof": "average"}
+            )
         if system == ANALYZER_PROMPT:
             return self._analyze(messages)
         return "I cannot help with that request."
@@ -163,7 +169,13 @@ class SimulatedLLM:
         m = _PROP.search(user)
         sentence = m.group(2).strip() if m else ""
         p = self.truths.get(sentence, 0.5)
-        return "Here is my proof.\n```json\n" + json.dumps({"p_true": p, "key_factor": "lookup", "proof": f"table value for {sentence!r}"}) + "\n```"
+        return (
+            "Here is my proof.\n```json\n"
+            + json.dumps(
+                {"p_true": p, "key_factor": "lookup", "proof": f"table value for {sentence!r}"}
+            )
+            + "\n```"
+        )
 
     def _linear(self, user: str) -> str:
         kids = [(m.group(1), float(m.group(2))) for m in _CHILD.finditer(user)]
@@ -174,12 +186,21 @@ class SimulatedLLM:
             weights = dict(self.linear_weights(ids))  # type: ignore[operator]
         p = sum(weights[k] * v for k, v in kids)
         p = min(1.0, max(0.0, p))
-        return json.dumps({"intercept": 0.0, "coefficients": weights, "p_true": round(p, 6), "rationale": "weighted"})
+        return json.dumps(
+            {
+                "intercept": 0.0,
+                "coefficients": weights,
+                "p_true": round(p, 6),
+                "rationale": "weighted",
+            }
+        )
 
     def _analyze(self, messages: Sequence[Mapping[str, str]]) -> str:
         if self.template is None:
             return END_OF_ANALYSIS
-        rounds = sum(1 for m in messages if m["role"] == "assistant" and m["content"].startswith("{"))
+        rounds = sum(
+            1 for m in messages if m["role"] == "assistant" and m["content"].startswith("{")
+        )
         root = _ROOT.search(messages[1]["content"])
         root_id = root.group(1) if root else "P0"
         # Expansions of depth `rounds`: walk the template and emit every node at that depth.

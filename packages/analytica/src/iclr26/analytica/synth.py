@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
-from iclr26.analytica.clients import ChatClient, CallLedger, complete_json, extract_json
+from iclr26.analytica.clients import CallLedger, ChatClient, complete_json, extract_json
 from iclr26.analytica.tree import Proof, PropositionTree, check_probability
 
 __all__ = [
@@ -166,7 +166,11 @@ Reply with one JSON object: {{"intercept": float, "coefficients": {{"<child id>"
 
 def _children_block(tree: PropositionTree, pid: str, max_chars: int = 1500) -> str:
     node = tree.get(pid)
-    lines = [f"Proposition {pid}: {node.sentence}", f"Date: {node.date}", f"Context: {node.context}"]
+    lines = [
+        f"Proposition {pid}: {node.sentence}",
+        f"Date: {node.date}",
+        f"Context: {node.context}",
+    ]
     if node.causality:
         lines.append(f"Causality: {node.causality}")
     lines.append("Children:")
@@ -175,7 +179,9 @@ def _children_block(tree: PropositionTree, pid: str, max_chars: int = 1500) -> s
         proof = child.proof
         text = "" if proof is None else proof.text[:max_chars]
         kf = "" if proof is None else proof.key_factor
-        lines.append(f"- {c}: {child.sentence} | p_true={child.p_true} | key factor: {kf}\n  {text}")
+        lines.append(
+            f"- {c}: {child.sentence} | p_true={child.p_true} | key factor: {kf}\n  {text}"
+        )
     return "\n".join(lines)
 
 
@@ -218,9 +224,12 @@ class LinearSynthesizer:
             raise ValueError(f"coef_bounds must be (low, high) with low ≤ high, got {coef_bounds}")
         self.client = client
         self.rules = rules
-        self.limits = dict(
-            abs_intercept_max=abs_intercept_max, coef_bounds=coef_bounds, tol=tol, mode=mode
-        )
+        self.limits = {
+            "abs_intercept_max": abs_intercept_max,
+            "coef_bounds": coef_bounds,
+            "tol": tol,
+            "mode": mode,
+        }
         self.max_repairs = max_repairs
         self.ledger = ledger
         self.calls = 0
@@ -257,7 +266,10 @@ class LinearSynthesizer:
 
         rule = await complete_json(
             self.client,
-            [{"role": "system", "content": prompt}, {"role": "user", "content": _children_block(tree, pid)}],
+            [
+                {"role": "system", "content": prompt},
+                {"role": "user", "content": _children_block(tree, pid)},
+            ],
             parse,
             max_repairs=self.max_repairs,
             tag=pid,
@@ -388,7 +400,9 @@ def _tokens(formula: str) -> list[str]:
         if m is None:  # pragma: no cover - the pattern matches any non-space
             break
         if m.group(4) is not None:
-            raise ValueError(f"unknown token {m.group(4)!r} at position {m.start(4)} in {formula!r}")
+            raise ValueError(
+                f"unknown token {m.group(4)!r} at position {m.start(4)} in {formula!r}"
+            )
         tok = m.group(1) or m.group(2) or m.group(3)
         out.append(tok.upper() if tok.upper() in _OPS else tok)
         pos = m.end()
@@ -590,11 +604,17 @@ class LogicalSynthesizer:
             if not isinstance(data, Mapping) or "formula" not in data:
                 raise SynthesisRejected("the answer needs a 'formula'")
             pa = check_probability(data.get("PA", self.assumption), "PA")
-            return {**self.check(str(data["formula"]), values, pa), "rationale": str(data.get("rationale", ""))}
+            return {
+                **self.check(str(data["formula"]), values, pa),
+                "rationale": str(data.get("rationale", "")),
+            }
 
         rule = await complete_json(
             self.client,
-            [{"role": "system", "content": LOGICAL_PROMPT}, {"role": "user", "content": _children_block(tree, pid)}],
+            [
+                {"role": "system", "content": LOGICAL_PROMPT},
+                {"role": "user", "content": _children_block(tree, pid)},
+            ],
             parse,
             max_repairs=self.max_repairs,
             tag=pid,
@@ -630,7 +650,9 @@ class LLMSynthesizer:
     """Free-form synthesis (official ``analytica``): the LLM writes a proof and a ``p_true``.
     Not a linear model, so what-if analysis must call it again for every ancestor."""
 
-    def __init__(self, client: ChatClient, *, max_repairs: int = 3, ledger: CallLedger | None = None) -> None:
+    def __init__(
+        self, client: ChatClient, *, max_repairs: int = 3, ledger: CallLedger | None = None
+    ) -> None:
         self.client = client
         self.max_repairs = max_repairs
         self.ledger = ledger
@@ -653,7 +675,10 @@ class LLMSynthesizer:
 
         return await complete_json(
             self.client,
-            [{"role": "system", "content": FREEFORM_PROMPT}, {"role": "user", "content": _children_block(tree, pid)}],
+            [
+                {"role": "system", "content": FREEFORM_PROMPT},
+                {"role": "user", "content": _children_block(tree, pid)},
+            ],
             parse,
             max_repairs=self.max_repairs,
             tag=pid,
@@ -671,6 +696,10 @@ def apply_rule(rule: Mapping[str, Any], child_values: Mapping[str, float]) -> di
         p = float(rule.get("intercept", 0.0)) + sum(w[c] * child_values[c] for c in w)
         return {**rule, "kind": "linear", "p_true": min(1.0, max(0.0, p))}
     if kind == "logical":
-        return {**rule, "p_true": _eval(parse_formula(rule["formula"]), {**child_values, "PA": rule.get("PA", 1.0)})}
+        return {
+            **rule,
+            "p_true": _eval(
+                parse_formula(rule["formula"]), {**child_values, "PA": rule.get("PA", 1.0)}
+            ),
+        }
     raise ValueError(f"a {kind!r} rule cannot be re-evaluated without its synthesizer")
-

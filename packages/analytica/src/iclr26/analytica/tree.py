@@ -415,7 +415,9 @@ class PropositionTree:
                     weight = f" β={w:+.2f}"
             head = f"{'  ' * d}{'└ ' if d else ''}{pid} [{p}]{weight} "
             room = max(10, width - len(head))
-            sentence = node.sentence if len(node.sentence) <= room else node.sentence[: room - 1] + "…"
+            sentence = (
+                node.sentence if len(node.sentence) <= room else node.sentence[: room - 1] + "…"
+            )
             lines.append(head + sentence)
             if show_rule and node.synthesis and node.synthesis.get("kind") == "linear":
                 lines.append(f"{'  ' * (d + 1)}  intercept β₀={node.synthesis['intercept']:+.3f}")

@@ -66,7 +66,9 @@ class Scenario:
         return self.root - _proven(self.tree, self.tree.root_id)
 
 
-def scenario(tree: PropositionTree, overrides: Mapping[str, float], *, key: str = "whatif") -> Scenario:
+def scenario(
+    tree: PropositionTree, overrides: Mapping[str, float], *, key: str = "whatif"
+) -> Scenario:
     """Set ``overrides`` (``{pid: p_true}``) and re-evaluate only their ancestors with the stored
     synthesis rules. The base tree is not modified. Overriding an internal node fixes its value
     (its children are ignored), as the official ``edit`` does."""
@@ -108,12 +110,18 @@ async def resynthesize(
     return new, order
 
 
-def recompute(tree: PropositionTree, leaf_values: Mapping[str, float] | None = None) -> dict[str, float]:
+def recompute(
+    tree: PropositionTree, leaf_values: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """Full bottom-up re-evaluation of every internal node with the stored rules (the baseline a
     what-if is compared with). ``leaf_values`` replaces the leaves' proven values."""
     values: dict[str, float] = {}
     for pid in tree.leaves():
-        values[pid] = leaf_values[pid] if leaf_values is not None and pid in leaf_values else _proven(tree, pid)
+        values[pid] = (
+            leaf_values[pid]
+            if leaf_values is not None and pid in leaf_values
+            else _proven(tree, pid)
+        )
     for pid in tree.internal():
         node = tree.get(pid)
         if node.synthesis is None:
@@ -122,7 +130,9 @@ def recompute(tree: PropositionTree, leaf_values: Mapping[str, float] | None = N
     return values
 
 
-def _local_derivative(tree: PropositionTree, parent: str, child: str, values: Mapping[str, float], h: float) -> float:
+def _local_derivative(
+    tree: PropositionTree, parent: str, child: str, values: Mapping[str, float], h: float
+) -> float:
     rule = tree.get(parent).synthesis
     if rule is None:
         raise ValueError(f"{parent} has no stored synthesis rule")
@@ -148,7 +158,9 @@ def sensitivities(tree: PropositionTree, *, h: float = 1e-4) -> dict[str, float]
     return out
 
 
-def sensitivity(tree: PropositionTree, pid: str, *, method: str = "analytic", eps: float = 0.01) -> float:
+def sensitivity(
+    tree: PropositionTree, pid: str, *, method: str = "analytic", eps: float = 0.01
+) -> float:
     """``∂ v(root) / ∂ v(pid)``: ``"analytic"`` (chain rule) or ``"finite"`` (a central difference
     of two :func:`scenario` calls, ``±eps`` clipped to [0, 1])."""
     tree.get(pid)

@@ -1,0 +1,276 @@
+"""``iclr26-analytica``: reproduce, bench, analyze a proposition with an LLM server, render, what-if.
+
+Heavy modules (pandas, scipy, httpx, matplotlib) are imported inside the handlers so ``--help``
+and ``--version`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from iclr26.shared import Report, make_cli
+
+__all__ = ["main"]
+
+
+def _reproduce(*, quick: bool, seed: int, progress: bool) -> Report:
+    from iclr26.analytica.experiments import reproduce
+
+    return reproduce(quick=quick, seed=seed, progress=progress)
+
+
+def _bench(*, quick: bool, seed: int, progress: bool) -> Report:
+    from iclr26.analytica.experiments import bench
+
+    return bench(quick=quick, seed=seed, progress=progress)
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be ≥ 1, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a positive finite number, got {text}")
+        return value
+
+    return parse
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text}")
+    return path
+
+
+def _url(text: str) -> str:
+    if not re.match(r"^https?://", text):
+        raise argparse.ArgumentTypeError(
+            f"--base-url must start with http:// or https://, got {text!r}"
+        )
+    return text
+
+
+def _assignment(text: str) -> tuple[str, float]:
+    pid, sep, value = text.partition("=")
+    try:
+        p = float(value)
+    except ValueError:
+        p = float("nan")
+    if not sep or not pid or not 0.0 <= p <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"--set takes PID=VALUE with VALUE in [0, 1], got {text!r}"
+        )
+    return pid, p
+
+
+def _out_dir(path: Path) -> Path:
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {path} exists and is not a folder")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _analyze_setup(parser: argparse.ArgumentParser):
+    parser.add_argument(
+        "proposition", help='the root proposition, e.g. "The S&P 500 rises over the next year"'
+    )
+    parser.add_argument(
+        "--base-url",
+        type=_url,
+        required=True,
+        help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1",
+    )
+    parser.add_argument("--model", required=True, help="model name the server expects")
+    parser.add_argument(
+        "--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY if set)"
+    )
+    parser.add_argument("--date", default=None, help="query date (ISO), default today")
+    parser.add_argument("--context", default="", help="context given to every agent")
+    parser.add_argument("--synthesis", choices=("linear", "logical", "freeform"), default="linear")
+    parser.add_argument(
+        "--grounder",
+        choices=("llm", "notebook"),
+        default="llm",
+        help="notebook needs the [notebook] extra",
+    )
+    parser.add_argument("--max-leaves", type=_positive_int("--max-leaves"), default=10)
+    parser.add_argument("--concurrency", type=_positive_int("--concurrency"), default=20)
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float("--timeout"),
+        default=120.0,
+        help="seconds per HTTP request",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("analytica-run"),
+        help="folder for tree.json, tree.png, ledger.jsonl and the checkpoint (a rerun resumes)",
+    )
+
+    def run(args: argparse.Namespace) -> int:
+        import asyncio
+        import datetime as dt
+
+        from iclr26.analytica.clients import (
+            CallLedger,
+            ClientError,
+            OpenAICompatibleClient,
+            ParseFailure,
+        )
+        from iclr26.analytica.decompose import LLMDecomposer
+        from iclr26.analytica.engine import Analytica, IncompleteAnalysis
+        from iclr26.analytica.ground import LLMGrounder, NotebookGrounder
+        from iclr26.analytica.plot import plot_tree
+        from iclr26.analytica.synth import LinearSynthesizer, LLMSynthesizer, LogicalSynthesizer
+        from iclr26.analytica.tree import Proposition
+
+        out = _out_dir(args.out)
+        ledger = CallLedger(out / "ledger.jsonl")
+        client = OpenAICompatibleClient(
+            args.base_url,
+            args.model,
+            api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
+            timeout=args.timeout,
+            ledger=ledger,
+        )
+        grounder: Any = (
+            LLMGrounder(client, ledger=ledger)
+            if args.grounder == "llm"
+            else NotebookGrounder(client, workdir=out / "notebooks")
+        )
+        synth: Any = {
+            "linear": lambda: LinearSynthesizer(client, ledger=ledger),
+            "logical": lambda: LogicalSynthesizer(client, ledger=ledger),
+            "freeform": lambda: LLMSynthesizer(client, ledger=ledger),
+        }[args.synthesis]()
+        engine = Analytica(
+            LLMDecomposer(client, ledger=ledger),
+            grounder,
+            synth,
+            max_concurrency=args.concurrency,
+            max_leaves=args.max_leaves,
+            ledger=ledger,
+            checkpoint_dir=out / "checkpoint",
+        )
+        root = Proposition(
+            "P0", args.proposition, args.context, args.date or dt.date.today().isoformat()
+        )
+
+        async def go():
+            try:
+                return await engine.analyze(root)
+            finally:
+                await client.aclose()
+
+        try:
+            tree = asyncio.run(go())
+        except IncompleteAnalysis as err:
+            raise ValueError(
+                f"{err}; rerun the same command to resume from {out / 'checkpoint'}"
+            ) from None
+        except (ClientError, ParseFailure) as err:
+            raise ValueError(f"decomposition failed: {err}") from None
+        (out / "tree.json").write_text(tree.to_json(indent=1))
+        fig = plot_tree(tree, title=args.proposition)
+        fig.savefig(out / "tree.png", dpi=120, bbox_inches="tight")
+        print(tree.render())
+        print(json.dumps({"p_true": tree.root.p_true, "calls": ledger.summary()}, indent=1))
+        print(f"wrote {out / 'tree.json'}, {out / 'tree.png'} and {out / 'ledger.jsonl'}")
+        return 0
+
+    return run
+
+
+def _load_tree(path: Path):
+    from iclr26.analytica.tree import PropositionTree
+
+    return PropositionTree.from_json(path.read_text(encoding="utf-8"))
+
+
+def _render_setup(parser: argparse.ArgumentParser):
+    parser.add_argument(
+        "tree",
+        type=_existing_file,
+        help="tree.json written by `analyze` or PropositionTree.to_json()",
+    )
+    parser.add_argument("--png", type=Path, default=None, help="also draw it into this PNG file")
+
+    def run(args: argparse.Namespace) -> int:
+        tree = _load_tree(args.tree)
+        print(tree.render())
+        if args.png is not None:
+            if args.png.is_dir():
+                raise ValueError(f"--png {args.png} is a folder")
+            from iclr26.analytica.plot import plot_tree
+
+            plot_tree(tree).savefig(args.png, dpi=120, bbox_inches="tight")
+            print(f"wrote {args.png}")
+        return 0
+
+    return run
+
+
+def _whatif_setup(parser: argparse.ArgumentParser):
+    parser.add_argument(
+        "tree", type=_existing_file, help="a proven tree.json with stored linear/logical rules"
+    )
+    parser.add_argument(
+        "--set",
+        type=_assignment,
+        action="append",
+        required=True,
+        metavar="PID=VALUE",
+        help="override a node (repeatable)",
+    )
+
+    def run(args: argparse.Namespace) -> int:
+        from iclr26.analytica.whatif import scenario, sensitivities
+
+        tree = _load_tree(args.tree)
+        try:
+            sc = scenario(tree, dict(args.set))
+        except KeyError as err:
+            raise ValueError(str(err).strip("'\"")) from None
+        sens = sensitivities(tree)
+        for pid in [*sc.overrides, *sc.recomputed]:
+            print(
+                f"{pid}: {tree.get(pid).p_true:.4f} -> {sc.value(pid):.4f}  (∂root/∂{pid} = {sens[pid]:+.4f})"
+            )
+        return 0
+
+    return run
+
+
+main = make_cli(
+    "analytica",
+    reproduce=_reproduce,
+    bench=_bench,
+    description="Analytica (ICLR 2026): soft propositional reasoning — decompose, ground, synthesise, what-if.",
+    commands={
+        "analyze": ("analyse a proposition with an OpenAI-compatible LLM server", _analyze_setup),
+        "render": ("print (and draw) a proposition tree from JSON", _render_setup),
+        "whatif": ("edit nodes of a proven tree and show the new root", _whatif_setup),
+    },
+)
