@@ -100,7 +100,8 @@ def test_repair_loop_is_bounded_and_recorded():
                 lambda: complete_json(client, MSG, parse, max_repairs=2, ledger=ledger, tag="P1"),
                 client,
             )
-    assert ledger.count("http") == 3 and ledger.count("parse", ok=False) == 3
+    assert ledger.count("http") == 3
+    assert ledger.count("parse", ok=False) == 3
 
 
 TEMPLATE = {
@@ -138,7 +139,8 @@ def test_full_llm_pipeline_over_http_with_faults_loses_nothing():
     p1 = (0.9 + 0.5) / 2
     assert tree.root.p_true == pytest.approx((p1 + 0.3 + 0.6) / 3, abs=1e-5)
     assert ledger.count("http") == server.requests  # every attempt, failed or not, is in the ledger
-    assert ledger.count("http", ok=False) > 0 and ledger.count("ground-parse", ok=False) > 0
+    assert ledger.count("http", ok=False) > 0
+    assert ledger.count("ground-parse", ok=False) > 0
 
 
 def test_concurrent_grounding_overlaps_requests():
@@ -156,5 +158,5 @@ def test_concurrent_grounding_overlaps_requests():
 def test_client_validates_settings():
     for kw in ({"base_url": "ftp://x"}, {"model": ""}, {"timeout": 0}, {"max_retries": -1}):
         args = {"base_url": "http://127.0.0.1:1/v1", "model": "m", **kw}
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="must"):
             OpenAICompatibleClient(**args)

@@ -58,5 +58,5 @@ def test_option_scores_fixture():
     ],
 )
 def test_bad_inputs(fn, args):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must|need"):
         fn(*args)

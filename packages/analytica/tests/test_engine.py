@@ -121,7 +121,8 @@ def test_on_disk_cache_skips_the_grounder(tmp_path):
     g2 = Instrumented(delay=0, value=0.9)
     engine = Analytica(None, g2, MeanSynthesizer(), cache_dir=tmp_path)
     out = engine.analyze_sync(tree)
-    assert g2.calls == [] and engine.stats.cache_hits == len(tree.leaves())
+    assert g2.calls == []
+    assert engine.stats.cache_hits == len(tree.leaves())
     assert out.root.p_true == pytest.approx(0.5)
 
 
@@ -141,7 +142,7 @@ def test_decomposer_path_and_linear_rule_storage():
 
 def test_engine_validates_its_settings():
     for kw in ({"max_concurrency": 0}, {"max_retries": -1}, {"timeout_s": 0}, {"max_leaves": 1.5}):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="must be"):
             Analytica(None, Instrumented(), MeanSynthesizer(), **kw)
     with pytest.raises(TypeError):
         Analytica(None, Instrumented(), MeanSynthesizer()).analyze_sync("a string")

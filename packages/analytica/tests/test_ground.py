@@ -72,7 +72,7 @@ def test_macro_rules_give_the_same_value_with_or_without_future_rows():
 def test_dataframe_grounder_validates():
     with pytest.raises(TypeError):
         DataFrameGrounder(frame().reset_index(drop=True), RULES)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rules"):
         DataFrameGrounder(frame(), {})
     with pytest.raises(ValueError, match="not a date"):
         DataFrameGrounder(frame(), RULES).evaluate(prop("share", date="someday"))
@@ -87,7 +87,8 @@ def test_llm_grounder_parses_fenced_json_and_repairs():
     proof = asyncio.run(
         LLMGrounder(client).ground(Proposition("P1", "It rains", date="2024-01-01"))
     )
-    assert proof.p_true == 0.72 and proof.key_factor == "k"
+    assert proof.p_true == 0.72
+    assert proof.key_factor == "k"
     assert len(client.calls) == 3
     with pytest.raises(ParseFailure):
         asyncio.run(

@@ -173,7 +173,7 @@ def test_maximal_munch_and_unknown_tokens():
     probs = {"P1": 0.5, "P10": 0.2}
     assert evaluate_formula("P10", probs) == 0.2  # not "P1" followed by "0"
     for bad in ("P1 XOR P10", "P1 & P10", "P1 AND", "(P1 OR P10", "P1 P10", ")"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"token|ends early|missing|unexpected"):
             evaluate_formula(bad, probs)
 
 

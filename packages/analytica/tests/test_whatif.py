@@ -83,8 +83,8 @@ def test_whatif_validates_overrides():
     t, _ = proven_world(depth=1)
     with pytest.raises(KeyError):
         scenario(t, {"P9": 0.5})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="soft truth"):
         scenario(t, {"P1": 1.5})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="non-empty"):
         scenario(t, {})
     assert np.isfinite(scenario(t, {"P1": 0.0}).root)
