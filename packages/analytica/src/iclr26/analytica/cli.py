@@ -43,6 +43,18 @@ def _positive_int(name: str):
     return parse
 
 
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--max-retries must be an integer, got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--max-retries must be ≥ 0, got {value}")
+    return value
+
+
 def _positive_float(name: str):
     def parse(text: str) -> float:
         try:
@@ -123,6 +135,12 @@ def _analyze_setup(parser: argparse.ArgumentParser):
         help="seconds per HTTP request",
     )
     parser.add_argument(
+        "--max-retries",
+        type=_nonnegative_int,
+        default=5,
+        help="HTTP retries per request (backoff 0.5 s, doubling)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("analytica-run"),
@@ -153,6 +171,7 @@ def _analyze_setup(parser: argparse.ArgumentParser):
             args.model,
             api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
             timeout=args.timeout,
+            max_retries=args.max_retries,
             ledger=ledger,
         )
         grounder: Any = (
