@@ -51,7 +51,8 @@ def test_bad_arguments_exit_2_with_one_line(argv, capsys):
         main(argv)
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("iclr26-analytica") and "error" in err[-1]
+    assert err[-1].startswith("iclr26-analytica")
+    assert "error" in err[-1]
 
 
 def proven_tree_file(tmp_path):
@@ -72,13 +73,14 @@ def proven_tree_file(tmp_path):
 
 
 def test_render_and_whatif_commands(tmp_path, capsys):
-    path, tree = proven_tree_file(tmp_path)
+    path, _tree = proven_tree_file(tmp_path)
     assert main(["render", str(path), "--png", str(tmp_path / "t.png")]) == 0
     assert (tmp_path / "t.png").stat().st_size > 1000
     assert "P1.2" in capsys.readouterr().out
     assert main(["whatif", str(path), "--set", "P1.1=0.9"]) == 0
     out = capsys.readouterr().out
-    assert "P0:" in out and "P1:" in out
+    assert "P0:" in out
+    assert "P1:" in out
     assert main(["whatif", str(path), "--set", "P7=0.2"]) == 2
     assert "no proposition 'P7'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -158,7 +160,8 @@ def test_tiny_headline_tree_beats_holistic_in_variance_and_error():
     assert tree["std_across_runs"] < 0.6 * van["std_across_runs"]
     assert tree["rmse_to_truth"] < van["rmse_to_truth"]
     assert tree["rmse_to_truth"] < sc10["rmse_to_truth"]  # bias does not average out over repeats
-    assert tree["calls"] == 13 and van["calls"] == 1
+    assert tree["calls"] == 13
+    assert van["calls"] == 1
     # with one shared bias the advantage over self-consistency disappears (honest limit)
     shared = _e1_depth(world, runs=6, bias_sd=0.1, noise_sd=0.15, seed=5, correlation=1.0)
     assert shared["analytica-linear"]["rmse_to_truth"] > tree["rmse_to_truth"]
@@ -178,4 +181,5 @@ def test_reproduce_quick_runs_and_writes_a_report(tmp_path):
     assert main(["reproduce", "--quick", "--no-progress", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["held"] is True
-    assert (tmp_path / "variance.png").exists() and (tmp_path / "tree.png").exists()
+    assert (tmp_path / "variance.png").exists()
+    assert (tmp_path / "tree.png").exists()

@@ -96,6 +96,7 @@ class LoopbackChatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else each reply waits ~40 ms for a delayed ACK
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))

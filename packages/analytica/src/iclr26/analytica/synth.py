@@ -234,6 +234,11 @@ class LinearSynthesizer:
         self.ledger = ledger
         self.calls = 0
 
+    @property
+    def local(self) -> bool:
+        """No I/O: the engine may run it without tasks."""
+        return self.client is None
+
     def _fixed_rule(self, tree: PropositionTree, pid: str) -> Mapping[str, Any]:
         kids = tree.get(pid).children
         if self.rules is None:
@@ -310,6 +315,7 @@ class FittedLinearSynthesizer:
         self.huber_delta = float(huber_delta)
         self.rules_: dict[str, dict[str, Any]] = {}
         self.calls = 0
+        self.local = True
 
     def fit_xy(self, x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
         """Fit ``y ≈ β₀ + x β`` under the bounds; ``x`` (n, K) and ``y`` (n,) finite floats."""
@@ -569,6 +575,10 @@ class LogicalSynthesizer:
         self.ledger = ledger
         self.calls = 0
 
+    @property
+    def local(self) -> bool:
+        return self.client is None
+
     @staticmethod
     def check(formula: str, values: Mapping[str, float], pa: float) -> dict[str, Any]:
         """Parse, require every child, evaluate; returns the rule (raises ``SynthesisRejected``)."""
@@ -627,6 +637,8 @@ class LogicalSynthesizer:
 
 class MeanSynthesizer:
     """The children's mean (a linear rule with ``β_k = 1/K``, ``β₀ = 0``)."""
+
+    local = True
 
     def __init__(self) -> None:
         self.calls = 0
