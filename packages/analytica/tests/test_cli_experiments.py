@@ -150,7 +150,7 @@ def test_out_that_is_a_file_is_refused(tmp_path, capsys):
         )
         == 2
     )
-    assert "not a folder" in capsys.readouterr().err
+    assert "expected a folder" in capsys.readouterr().err
 
 
 def test_tiny_headline_tree_beats_holistic_in_variance_and_error():

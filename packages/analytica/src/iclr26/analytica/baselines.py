@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from iclr26.analytica.clients import CallLedger, ChatClient
 from iclr26.analytica.ground import CALIBRATION_PROMPT, LLMGrounder
 from iclr26.analytica.tree import Proof, Proposition, PropositionTree
-from iclr26.shared import check_array, check_int
+from iclr26.shared import check_array, check_int, import_optional
 
 __all__ = [
     "BayesNetAggregator",
@@ -152,6 +152,9 @@ class BayesNetAggregator:
 
         with warnings.catch_warnings():  # pgmpy 1.1 warns about its own internal imports
             warnings.simplefilter("ignore", FutureWarning)
+            import_optional(
+                "pgmpy", dist="iclr26-analytica", extra="peers", purpose="BayesNetAggregator"
+            )
             from pgmpy.inference import VariableElimination
             from pgmpy.models import DiscreteBayesianNetwork
             from pgmpy.parameter_estimator import DiscreteBayesianEstimator

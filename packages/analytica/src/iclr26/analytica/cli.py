@@ -13,66 +13,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iclr26.shared import Report, make_cli
+from iclr26.shared import existing_file, float_arg, int_arg, make_cli, prepare_output_dir
 
 __all__ = ["main"]
 
 
-def _reproduce(*, quick: bool, seed: int, progress: bool) -> Report:
-    from iclr26.analytica.experiments import reproduce
+def _iso_date(text: str) -> str:
+    import datetime as dt
 
-    return reproduce(quick=quick, seed=seed, progress=progress)
-
-
-def _bench(*, quick: bool, seed: int, progress: bool) -> Report:
-    from iclr26.analytica.experiments import bench
-
-    return bench(quick=quick, seed=seed, progress=progress)
-
-
-def _positive_int(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be ≥ 1, got {value}")
-        return value
-
-    return parse
-
-
-def _nonnegative_int(text: str) -> int:
     try:
-        value = int(text)
+        return dt.date.fromisoformat(text).isoformat()
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--max-retries must be an integer, got {text!r}"
-        ) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--max-retries must be ≥ 0, got {value}")
-    return value
-
-
-def _positive_float(name: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive finite number, got {text}")
-        return value
-
-    return parse
-
-
-def _existing_file(text: str) -> Path:
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"no such file: {text}")
-    return path
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
 
 
 def _url(text: str) -> str:
@@ -96,13 +48,6 @@ def _assignment(text: str) -> tuple[str, float]:
     return pid, p
 
 
-def _out_dir(path: Path) -> Path:
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--out {path} exists and is not a folder")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _analyze_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "proposition", help='the root proposition, e.g. "The S&P 500 rises over the next year"'
@@ -117,26 +62,40 @@ def _analyze_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY if set)"
     )
-    parser.add_argument("--date", default=None, help="query date (ISO), default today")
+    parser.add_argument(
+        "--date", type=_iso_date, default=None, help="query date YYYY-MM-DD (default: today)"
+    )
     parser.add_argument("--context", default="", help="context given to every agent")
-    parser.add_argument("--synthesis", choices=("linear", "logical", "freeform"), default="linear")
+    parser.add_argument(
+        "--synthesis",
+        choices=("linear", "logical", "freeform"),
+        default="linear",
+        help="how parents are computed: constrained linear (the paper's), probabilistic logic, or a free-form LLM judgement",
+    )
     parser.add_argument(
         "--grounder",
         choices=("llm", "notebook"),
         default="llm",
         help="notebook needs the [notebook] extra",
     )
-    parser.add_argument("--max-leaves", type=_positive_int("--max-leaves"), default=10)
-    parser.add_argument("--concurrency", type=_positive_int("--concurrency"), default=20)
+    parser.add_argument(
+        "--max-leaves",
+        type=int_arg(1),
+        default=10,
+        help="stop decomposing at this many leaves (official 10)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int_arg(1), default=20, help="nodes proven at once (official 20)"
+    )
     parser.add_argument(
         "--timeout",
-        type=_positive_float("--timeout"),
+        type=float_arg(0, low_open=True),
         default=120.0,
         help="seconds per HTTP request",
     )
     parser.add_argument(
         "--max-retries",
-        type=_nonnegative_int,
+        type=int_arg(0),
         default=5,
         help="HTTP retries per request (backoff 0.5 s, doubling)",
     )
@@ -164,7 +123,7 @@ def _analyze_setup(parser: argparse.ArgumentParser):
         from iclr26.analytica.synth import LinearSynthesizer, LLMSynthesizer, LogicalSynthesizer
         from iclr26.analytica.tree import Proposition
 
-        out = _out_dir(args.out)
+        out = prepare_output_dir(args.out)
         ledger = CallLedger(out / "ledger.jsonl")
         client = OpenAICompatibleClient(
             args.base_url,
@@ -231,7 +190,7 @@ def _load_tree(path: Path):
 def _render_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "tree",
-        type=_existing_file,
+        type=existing_file,
         help="tree.json written by `analyze` or PropositionTree.to_json()",
     )
     parser.add_argument("--png", type=Path, default=None, help="also draw it into this PNG file")
@@ -253,7 +212,7 @@ def _render_setup(parser: argparse.ArgumentParser):
 
 def _whatif_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
-        "tree", type=_existing_file, help="a proven tree.json with stored linear/logical rules"
+        "tree", type=existing_file, help="a proven tree.json with stored linear/logical rules"
     )
     parser.add_argument(
         "--set",
@@ -284,8 +243,8 @@ def _whatif_setup(parser: argparse.ArgumentParser):
 
 main = make_cli(
     "analytica",
-    reproduce=_reproduce,
-    bench=_bench,
+    reproduce="iclr26.analytica.experiments:reproduce",
+    bench="iclr26.analytica.experiments:bench",
     description="Analytica (ICLR 2026): soft propositional reasoning — decompose, ground, synthesise, what-if.",
     commands={
         "analyze": ("analyse a proposition with an OpenAI-compatible LLM server", _analyze_setup),

@@ -29,6 +29,7 @@ import pandas as pd
 
 from iclr26.analytica.clients import CallLedger, ChatClient, complete_json, extract_json
 from iclr26.analytica.tree import Proof, Proposition, check_probability
+from iclr26.shared import import_optional
 
 __all__ = [
     "CALIBRATION_PROMPT",
@@ -140,9 +141,17 @@ class _Kernel:
     """A local IPython kernel in a scratch folder; executes cells with a timeout."""
 
     def __init__(self, kernel_name: str, workdir: Path, startup_timeout: float) -> None:
-        from jupyter_client.manager import KernelManager
-
-        self.km = KernelManager(kernel_name=kernel_name)
+        manager = import_optional(
+            "jupyter_client.manager",
+            dist="iclr26-analytica",
+            extra="notebook",
+            purpose="NotebookGrounder",
+        )
+        if kernel_name == "python3":
+            import_optional(
+                "ipykernel", dist="iclr26-analytica", extra="notebook", purpose="NotebookGrounder"
+            )
+        self.km = manager.KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(cwd=str(workdir))
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -17,6 +17,7 @@ rule it used; :func:`apply_rule` re-evaluates a stored rule (what-if analysis, n
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -415,6 +416,7 @@ def _tokens(formula: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_formula(formula: str) -> Any:
     """Parse AND/OR/NOT/IMPLIES formulas over variable names into a nested-tuple AST.
 
