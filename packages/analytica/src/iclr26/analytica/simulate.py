@@ -139,7 +139,8 @@ class SimulatedLLM:
     def __call__(self, messages: Sequence[Mapping[str, str]]) -> str:
         self.calls += 1
         system = messages[0]["content"] if messages else ""
-        last = messages[-1]["content"]
+        # The task is in the first user message; later ones are repair requests.
+        last = messages[1]["content"] if len(messages) > 1 else ""
         if self.unparseable_rate:
             u = np.random.default_rng([self.seed, _h(*(m["content"] for m in messages))]).random()
             if u < self.unparseable_rate:
