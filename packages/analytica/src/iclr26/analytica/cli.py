@@ -29,9 +29,7 @@ def _iso_date(text: str) -> str:
 
 def _url(text: str) -> str:
     if not re.match(r"^https?://", text):
-        raise argparse.ArgumentTypeError(
-            f"--base-url must start with http:// or https://, got {text!r}"
-        )
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
     return text
 
 
