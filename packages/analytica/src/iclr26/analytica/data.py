@@ -230,12 +230,16 @@ def _soft(x: float, center: float, scale: float) -> float:
     return float(1.0 / (1.0 + np.exp(-(x - center) / scale)))
 
 
+def _values(h: pd.DataFrame, col: str) -> np.ndarray:
+    v = h[col].to_numpy(dtype=float)
+    return v[~np.isnan(v)]
+
+
 def _above_median(col: str, *, below: bool = False):
     def rule(h: pd.DataFrame, date: pd.Timestamp) -> float:
-        s = h[col].dropna()
-        x = s.iloc[-1]
-        past = s.iloc[:-1]
-        v = _soft(x, float(past.median()), float(past.std()) / 2)
+        s = _values(h, col)
+        past = s[:-1]
+        v = _soft(s[-1], float(np.median(past)), float(np.std(past, ddof=1)) / 2)
         return 1.0 - v if below else v
 
     return rule
@@ -243,19 +247,19 @@ def _above_median(col: str, *, below: bool = False):
 
 def _fell(col: str):
     def rule(h: pd.DataFrame, date: pd.Timestamp) -> float:
-        s = h[col].dropna()
-        return _soft(-s.iloc[-1], 0.0, float(s.iloc[:-1].std()) / 2)
+        s = _values(h, col)
+        return _soft(-s[-1], 0.0, float(np.std(s[:-1], ddof=1)) / 2)
 
     return rule
 
 
 def _infl_below_4(h: pd.DataFrame, date: pd.Timestamp) -> float:
-    return _soft(4.0 - h["infl"].iloc[-1], 0.0, 1.0)
+    return _soft(4.0 - _values(h, "infl")[-1], 0.0, 1.0)
 
 
 def _unemp_below_avg(h: pd.DataFrame, date: pd.Timestamp) -> float:
-    s = h["unemp"]
-    return _soft(float(s.iloc[-5:-1].mean()) - s.iloc[-1], 0.0, float(s.diff().std()))
+    s = _values(h, "unemp")
+    return _soft(float(s[-5:-1].mean()) - s[-1], 0.0, float(np.std(np.diff(s), ddof=1)))
 
 
 MACRO_TEMPLATE: dict[str, Any] = {

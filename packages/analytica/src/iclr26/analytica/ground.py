@@ -388,10 +388,8 @@ class DataFrameGrounder:
             ts = pd.Timestamp(date)
         except (ValueError, TypeError) as err:
             raise ValueError(f"proposition date {date!r} is not a date") from err
-        rows = self.frame.loc[self.frame.index <= ts]
-        if self.publication_lag:
-            rows = rows.iloc[: max(0, len(rows) - self.publication_lag)]
-        return rows
+        end = int(self.frame.index.searchsorted(ts, side="right"))  # rows dated ≤ ts
+        return self.frame.iloc[: max(0, end - self.publication_lag)]
 
     def evaluate(self, prop: Proposition) -> float:
         if prop.date is None:
