@@ -112,6 +112,14 @@ def test_failure_then_resume_from_checkpoint(tmp_path):
     assert e2.stats.resumed >= len(tree.leaves()) - 1
     assert out.root.p_true == pytest.approx(0.5)
     assert len(CallLedger(ledger_path)) > n_entries  # nothing lost, history kept
+    other = Proposition("P0", "A different question", date="2020-01-01")
+    with pytest.raises(ValueError, match="another question"):
+        Analytica(
+            TemplateDecomposer({"sentence": "r", "children": [{"sentence": "a"}]}),
+            g2,
+            MeanSynthesizer(),
+            checkpoint_dir=tmp_path / "ck",
+        ).analyze_sync(other)
 
 
 def test_on_disk_cache_skips_the_grounder(tmp_path):

@@ -288,6 +288,12 @@ class Analytica:
         saved = self._ckpt_tree()
         if saved is not None and saved.exists():
             tree = PropositionTree.from_json(saved.read_text())
+            asked = question.root if isinstance(question, PropositionTree) else question
+            if not isinstance(asked, Proposition) or asked.sentence != tree.root.sentence:
+                raise ValueError(
+                    f"checkpoint folder {self.checkpoint_dir} holds another question "
+                    f"({tree.root.sentence!r}); use a new folder"
+                )
         elif isinstance(question, PropositionTree):
             tree = question.copy()
         elif isinstance(question, Proposition):
