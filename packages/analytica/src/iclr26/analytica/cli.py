@@ -63,7 +63,9 @@ def _analyze_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "--date", type=_iso_date, default=None, help="query date YYYY-MM-DD (default: today)"
     )
-    parser.add_argument("--context", default="", help="context given to every agent")
+    parser.add_argument(
+        "--context", default=None, help="context given to every agent (default: none)"
+    )
     parser.add_argument(
         "--synthesis",
         choices=("linear", "logical", "freeform"),
@@ -151,7 +153,7 @@ def _analyze_setup(parser: argparse.ArgumentParser):
             checkpoint_dir=out / "checkpoint",
         )
         root = Proposition(
-            "P0", args.proposition, args.context, args.date or dt.date.today().isoformat()
+            "P0", args.proposition, args.context or "", args.date or dt.date.today().isoformat()
         )
 
         async def go():
