@@ -120,6 +120,7 @@ def test_notebook_grounder_runs_cells_with_timeout_and_no_network(tmp_path):
     assert list(tmp_path.iterdir()) == []  # scratch folder removed
 
 
+@pytest.mark.slow  # a second kernel start
 def test_notebook_grounder_gives_up_after_max_debug(tmp_path):
     pytest.importorskip("ipykernel")
     llm = SimulatedLLM({}, notebook_cells=["1/0"] * 5)

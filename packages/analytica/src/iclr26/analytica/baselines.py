@@ -117,14 +117,14 @@ class LogisticLeaves:
         self.C = C
 
     def fit(self, x: ArrayLike, y: ArrayLike) -> LogisticLeaves:
-        from sklearn.linear_model import LogisticRegression
-
         x = np.asarray(check_array(x, "x", ndim=2, finite=True), dtype=float)
         y = np.asarray(y)
         if y.shape != (x.shape[0],):
             raise ValueError(f"y must have shape ({x.shape[0]},), got {y.shape}")
         if len(np.unique(y)) < 2:
             raise ValueError("y needs both classes to fit")
+        from sklearn.linear_model import LogisticRegression
+
         self.model_ = LogisticRegression(C=self.C).fit(x, y.astype(int))
         return self
 
