@@ -181,7 +181,9 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             or action.default is None
             or action.default is False
             or action.default == argparse.SUPPRESS
-            or isinstance(action, argparse._StoreTrueAction | argparse._VersionAction)
+            or isinstance(
+                action, argparse._StoreTrueAction | argparse._VersionAction | argparse._CountAction
+            )
         ):
             return text
         return super()._get_help_string(action)
