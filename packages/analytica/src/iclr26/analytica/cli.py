@@ -82,10 +82,13 @@ def _analyze_setup(parser: argparse.ArgumentParser):
         "--max-leaves",
         type=int_arg(1),
         default=10,
-        help="stop decomposing at this many leaves (official 10)",
+        help="stop decomposing at this many leaves (official default: 10)",
     )
     parser.add_argument(
-        "--concurrency", type=int_arg(1), default=20, help="nodes proven at once (official 20)"
+        "--concurrency",
+        type=int_arg(1),
+        default=20,
+        help="nodes proven at once (official default: 20)",
     )
     parser.add_argument(
         "--timeout",
