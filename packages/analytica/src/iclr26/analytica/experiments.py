@@ -787,6 +787,11 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     )
     setup = _MacroSetup(make_macro_benchmark())
     methods = (*REPRO_METHODS[:4], "analytica-ols", *REPRO_METHODS[4:])
+    if setup.bn is None:  # the [peers] extra is not installed
+        methods = methods[:-1]
+        report.note(
+            "pgmpy is not installed (pip install 'iclr26-analytica[peers]'): no Bayes-net row."
+        )
     e2 = _e2(setup, sigma=0.1, runs=runs, seed=seed, methods=methods)
     report.add_table(
         "Macro propositions, σ = 0.1: every method",
