@@ -259,11 +259,25 @@ class _MacroSetup:
         raise ValueError(method)
 
 
+def _freeform(
+    setup: _MacroSetup, leaves: NDArray[np.float64], sigma: float, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """Simulated free-form synthesis: each parent is one more judgement — the fitted linear read
+    of its children plus the same N(0, σ) noise a grounder call has — instead of a recomputation."""
+    cols = {pid: leaves[:, j] for j, pid in enumerate(setup.leaves)}
+    for pid in setup.tree.internal():
+        rule = setup.fits["bls"].rules_[pid]
+        read = rule["intercept"] + sum(w * cols[c] for c, w in rule["weights"].items())
+        cols[pid] = _clip(read + rng.normal(0, sigma, leaves.shape[0]))
+    return cols["P0"]
+
+
 def _e2(
     setup: _MacroSetup, *, sigma: float, runs: int, seed: int, methods: Sequence[str]
 ) -> dict[str, dict[str, float]]:
     """Every method on the test quarters, ``runs`` repetitions with leaf/holistic noise σ."""
     rng = np.random.default_rng([seed, 4, round(sigma * 1000)])
+    rng_freeform = np.random.default_rng([seed, 5, round(sigma * 1000)])
     n, n_leaves = setup.x_test.shape
     clean_flat = setup.root("logistic", setup.x_test)  # the holistic judge's clean read
     preds: dict[str, list[NDArray[np.float64]]] = {m: [] for m in methods}
@@ -273,7 +287,9 @@ def _e2(
         holistic = _clip(clean_flat[:, None] + rng.normal(0, sigma, size=(n, 10)))
         for m in methods:
             start = time.perf_counter()
-            if m.startswith("analytica-"):
+            if m == "analytica-freeform":
+                p = _freeform(setup, noisy, sigma, rng_freeform)
+            elif m.startswith("analytica-"):
                 p = setup.root(m.removeprefix("analytica-"), noisy)
             elif m == "vanilla":
                 p = holistic[:, 0]
@@ -786,7 +802,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         ["method", "calls", "accuracy", "brier", "log_loss", "std_across_runs", "rmse_to_truth"],
     )
     setup = _MacroSetup(make_macro_benchmark())
-    methods = (*REPRO_METHODS[:4], "analytica-ols", *REPRO_METHODS[4:])
+    methods = (*REPRO_METHODS[:4], "analytica-ols", "analytica-freeform", *REPRO_METHODS[4:])
     if setup.bn is None:  # the [peers] extra is not installed
         methods = methods[:-1]
         report.note(
