@@ -81,6 +81,10 @@ def load_fact_table(relations: Sequence[str] = RELATIONS) -> FactTable:
 
     Countries lacking a value for a relation contribute no fact for it.
     """
+    if isinstance(relations, str) or not isinstance(relations, Sequence):
+        raise TypeError(f"relations must be a sequence of names, got {relations!r}")
+    if not relations:
+        raise ValueError(f"relations must name at least one of {RELATIONS}")
     for rel in relations:
         if rel not in _QUESTIONS:
             raise ValueError(f"unknown relation {rel!r}; choose from {RELATIONS}")
