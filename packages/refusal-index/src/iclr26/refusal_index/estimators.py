@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
-from scipy.stats import norm, rankdata, spearmanr
+from scipy.stats import norm, spearmanr
 
 from iclr26.refusal_index.metrics import as_flags, as_reals
 from iclr26.refusal_index.tetrachoric import bvn_density, pearson_to_spearman, tetrachoric
@@ -486,10 +486,24 @@ def _outcomes(x: ArrayLike, name: str) -> NDArray[np.bool_]:
     return arr
 
 
-def _rowwise_spearman(r: NDArray, e: NDArray) -> NDArray:
-    """Spearman correlation of each row pair (average ranks for ties); NaN for a constant row."""
-    rr = rankdata(r, axis=1)
-    re_ = rankdata(e, axis=1)
+def _count_ranks(counts: NDArray[np.int64], levels: int) -> NDArray[np.float64]:
+    """Average ranks (ties share the mean rank) of each row of integer counts in ``[0, levels)``.
+
+    Equal to ``scipy.stats.rankdata(counts, axis=1)`` but O(n) per row instead of a sort: the
+    rank of value ``v`` is the number of smaller values plus ``(ties + 1) / 2``.
+    """
+    rows = counts.shape[0]
+    offset = (np.arange(rows) * levels)[:, None]
+    hist = np.bincount((counts + offset).ravel(), minlength=rows * levels).reshape(rows, levels)
+    below = np.cumsum(hist, axis=1) - hist
+    table = below + (hist + 1) / 2.0
+    return np.take_along_axis(table, counts, axis=1)
+
+
+def _rowwise_spearman(rr: NDArray, re_: NDArray) -> NDArray:
+    """Pearson correlation of each row pair of ranks (Spearman); NaN for a constant row."""
+    rr = rr.astype(float, copy=True)
+    re_ = re_.astype(float, copy=True)
     rr -= rr.mean(axis=1, keepdims=True)
     re_ -= re_.mean(axis=1, keepdims=True)
     num = (rr * re_).sum(axis=1)
@@ -543,8 +557,11 @@ def refusal_index_ksample(
     check_range(ci_level, "ci_level", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
     check_int(n_boot, "n_boot", low=10)
     check_int(seed, "seed", low=0)
-    r = r_runs.mean(axis=0)
-    e = e_runs.mean(axis=0)
+    r_count = r_runs.sum(axis=0)
+    e_count = e_runs.sum(axis=0)
+    levels_r, levels_e = r_runs.shape[0] + 1, e_runs.shape[0] + 1
+    r = r_count / r_runs.shape[0]
+    e = e_count / e_runs.shape[0]
     n = r.size
     name = f"spearman (K={r_runs.shape[0]}/{e_runs.shape[0]})"
     rates = {"q": float(r.mean()), "pe": float(e.mean()), "p11": float((r * e).mean()), "n": n}
@@ -557,7 +574,11 @@ def refusal_index_ksample(
             name,
             **rates,
         )
-    ri = float(_rowwise_spearman(r[None, :], e[None, :])[0])
+    ri = float(
+        _rowwise_spearman(
+            _count_ranks(r_count[None, :], levels_r), _count_ranks(e_count[None, :], levels_e)
+        )[0]
+    )
     result = RIResult(
         ri=ri,
         rho=math.nan,
@@ -575,7 +596,11 @@ def refusal_index_ksample(
     block = max(1, 2_000_000 // n)  # bound memory: ~2M values per block
     for start in range(0, n_boot, block):
         idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
-        boot.append(_rowwise_spearman(r[idx], e[idx]))
+        boot.append(
+            _rowwise_spearman(
+                _count_ranks(r_count[idx], levels_r), _count_ranks(e_count[idx], levels_e)
+            )
+        )
     values = np.concatenate(boot)
     finite = values[np.isfinite(values)]
     notes: list[str] = []

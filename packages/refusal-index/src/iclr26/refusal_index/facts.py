@@ -205,7 +205,10 @@ class FactMemorizer:
             grads[f"W{r}"] += h.T @ dlogits
             grads[f"b{r}"] += dlogits.sum(axis=0)
             dpre = (dlogits @ p[f"W{r}"].T) * (1.0 - h * h)
-            np.add.at(grads["E"], s, dpre)
+            if np.unique(s).size == s.size:  # one fact per subject and relation (countryinfo)
+                grads["E"][s] += dpre
+            else:
+                np.add.at(grads["E"], s, dpre)
             grads["R"][r] += dpre.sum(axis=0)
         return grads
 
