@@ -71,7 +71,11 @@ class Server:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Quiet(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a client that hung up mid-request is expected here, not a test failure
+
+        self.server = Quiet(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -189,7 +193,7 @@ def test_broken_endpoint_ends_the_run_in_one_line(tmp_path, items, capsys, mode,
     assert len(err) == 1, err
     assert url in err[0]
     assert fragment in err[0]
-    assert elapsed < 20
+    assert elapsed < 60  # generous: the machine is shared; the request count below is the bound
     # bounded: at most (retries + 1) attempts per worker, never one per question
     assert len(srv.times) <= 4 * 4 + 4
 
@@ -258,3 +262,23 @@ def test_ctrl_c_stops_sending_keeps_answers_exits_130_and_resumes(tmp_path, item
     with Server() as srv2:
         assert main(eval_argv(srv2.url, items, log, "--n-boot", "50")) == 0
     assert len(srv2.times) == 2 * N_ITEMS - logged
+
+
+def test_resume_never_mixes_models_and_bad_items_fail_first(tmp_path, items, capsys, caplog):
+    log = tmp_path / "log.jsonl"
+    with Server() as srv:
+        assert main(eval_argv(srv.url, items, log, "--n-boot", "50")) == 0
+        argv = eval_argv(srv.url, items, log, "--n-boot", "50")
+        argv[argv.index("m")] = "other-model"
+        assert main(argv) == 0
+        assert len(srv.times) == 4 * N_ITEMS  # the other model's answers were not reused
+        assert "60 records are for another model than 'other-model'" in caplog.text
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"id": 1, "question": null, "answers": ["x"]}\n')
+        n = len(srv.times)
+        assert main(eval_argv(srv.url, bad, log)) == 2
+        assert main(eval_argv("localhost:8000", items, log)) == 2
+        assert len(srv.times) == n
+    err = capsys.readouterr().err
+    assert "'question' must be a non-empty string" in err
+    assert "--base-url must start with http" in err

@@ -159,6 +159,10 @@ def _items(path: Path | None) -> list:
     _by_id(rows, path)
     items = []
     for n, r in enumerate(rows, 1):
+        if not isinstance(r["question"], str) or not r["question"].strip():
+            raise ValueError(
+                f"{path}: record {n} ({r['id']!r}): 'question' must be a non-empty string"
+            )
         answers = r["answers"]
         if isinstance(answers, str) or not isinstance(answers, list):
             raise ValueError(

@@ -3,8 +3,8 @@ to answer and once allowed to refuse, log every raw response, and compute RI and
 
 Every response is appended to a JSONL log as soon as it arrives (one flushed line each); a rerun
 with the same log skips what is already there, so an interrupted run resumes without asking any
-question twice. Records are keyed by pass, item id, sample index and a hash of the system prompt,
-so changing a prompt re-asks. Ctrl-C stops scheduling at once, keeps every answer that arrived,
+question twice. Records are keyed by pass, item id, sample index, model name and a hash of the
+system prompt, so changing the prompt or the model re-asks. Ctrl-C stops scheduling at once, keeps every answer that arrived,
 and re-raises ``KeyboardInterrupt``; a failed request (its client's retries spent) stops the run
 the same way and re-raises the client's error.
 
@@ -105,6 +105,7 @@ class PassRecord:
     reason: str
     correct: bool | None  # None when not answered or not attempted
     sample: int = 0  # which of the K answers to this question in this pass
+    model: str | None = None  # the client's model name, when it has one
 
 
 @dataclass
@@ -203,6 +204,8 @@ class TwoPassEvaluator:
                 "K answers would be identical"
             )
         self.client = client
+        model = getattr(client, "model", None)
+        self.model = model if isinstance(model, str) else None
         self.grader = grader or AliasGrader()
         self.detector = detector or RefusalDetector()
         self.prompts = {
@@ -221,6 +224,7 @@ class TwoPassEvaluator:
         done: dict[tuple[str, str, str, int], PassRecord] = {}
         if self.log_path is None or not self.log_path.exists():
             return done
+        other = 0
         with self.log_path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
@@ -235,7 +239,17 @@ class TwoPassEvaluator:
                         err,
                     )
                     continue
+                if rec.model != self.model:
+                    other += 1
+                    continue
                 done[(rec.pass_name, rec.prompt_hash, rec.item_id, rec.sample)] = rec
+        if other:
+            log.warning(
+                "%s: %d records are for another model than %r and are not reused",
+                self.log_path,
+                other,
+                self.model,
+            )
         return done
 
     def _ask(self, item: Item, pass_name: str, sample: int) -> PassRecord:
@@ -261,6 +275,7 @@ class TwoPassEvaluator:
             det.reason,
             correct,
             sample,
+            self.model,
         )
 
     def run_pass(self, items: Sequence[Item], pass_name: str) -> dict[str, list[PassRecord]]:
