@@ -367,6 +367,9 @@ def _plot_ksample(rows: list[dict]) -> plt.Figure:
                        edgecolor="k", label=f"two-pass {key}")  # fmt: skip
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.set_xscale("log")
+        ticks = sorted({r["calls per question"] for r in sub})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
         ax.set(xlabel="calls per question", ylabel="RI error", title=setting)
         ax.legend(fontsize=7)
     fig.tight_layout()
