@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from iclr26.refusal_index import LatentPropensityModel, refusal_index_paired
 from iclr26.refusal_index.cli import main
@@ -149,3 +150,27 @@ def test_reproduce_quick_writes_report(tmp_path):
     data = json.loads((tmp_path / "report.json").read_text())
     assert len(data["checks"]) == 6
     assert (tmp_path / "e1_rate_sweep.png").exists()
+
+
+def test_ksample_rows_report_cost_and_shrinking_bias():
+    from iclr26.refusal_index.experiments import KS, KSAMPLE_RATES, _ksample_rows
+
+    rng = np.random.default_rng(0)
+    model = LatentPropensityModel(400, 0.6, 0.4, noise_refusal=0.5, noise_error=0.5, seed=3)
+    e = model.error_probs()
+    cases = []
+    for q in KSAMPLE_RATES:
+        r = model.refusal_probs(q)
+        cases.append((r, e, float(spearmanr(r, e).statistic)))
+
+    def draw(k, r, e):
+        return rng.random((k, r.size)) < r, rng.random((k, e.size)) < e
+
+    rows = {row["estimator"]: row for row in _ksample_rows("sim", cases, draw, 4, 2, 50, 0)}
+    assert rows["two-pass (paired)"]["calls per question"] == 2
+    assert [rows[f"K-sample K={k}"]["calls per question"] for k in KS] == [2 * k for k in KS]
+    bias = [rows[f"K-sample K={k}"]["bias"] for k in KS]
+    assert all(b < 0 for b in bias)  # finite K attenuates towards 0
+    assert bias == sorted(bias)  # and less so as K grows
+    sd = [rows[f"K-sample K={k}"]["sd"] for k in KS]
+    assert sd[-1] < sd[0]
