@@ -282,3 +282,12 @@ def test_resume_never_mixes_models_and_bad_items_fail_first(tmp_path, items, cap
     err = capsys.readouterr().err
     assert "'question' must be a non-empty string" in err
     assert "--base-url must start with http" in err
+
+
+def test_a_file_that_is_not_a_log_is_never_appended_to(tmp_path, items, capsys):
+    before = items.read_text()
+    with Server() as srv:
+        assert main(eval_argv(srv.url, items, items)) == 2  # --log pointed at the items file
+    assert srv.times == []
+    assert "does not look like an answer log" in capsys.readouterr().err
+    assert items.read_text() == before

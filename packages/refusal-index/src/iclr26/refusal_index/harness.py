@@ -224,14 +224,22 @@ class TwoPassEvaluator:
         done: dict[tuple[str, str, str, int], PassRecord] = {}
         if self.log_path is None or not self.log_path.exists():
             return done
-        other = 0
+        other = bad = good = 0
         with self.log_path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     rec = PassRecord(**json.loads(line))
+                    good += 1
                 except (json.JSONDecodeError, TypeError) as err:
+                    bad += 1
+                    if bad > 1 and not good:
+                        raise ValueError(
+                            f"{self.log_path} exists but does not look like an answer log (lines "
+                            f"1-{n} are not records); refusing to append to it — choose another "
+                            "log path"
+                        ) from None
                     log.warning(
                         "%s:%d is not a complete record (%s); it will be re-asked",
                         self.log_path,
