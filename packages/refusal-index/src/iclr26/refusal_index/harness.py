@@ -353,11 +353,14 @@ class TwoPassEvaluator:
         appender = JsonlAppender(self.log_path) if self.log_path is not None else None
         bar = progress(total=len(jobs), enabled=self.progress, desc=f"{pass_name} pass", unit="q")
 
+        bar_open = [True]
+
         def keep(record: PassRecord) -> None:
             if appender is not None:
                 appender.append(asdict(record))
             records.append(record)
-            bar.update(1)
+            if bar_open[0]:
+                bar.update(1)
 
         failure: BaseException | None = None
         try:
@@ -372,10 +375,14 @@ class TwoPassEvaluator:
                         continue
                     if error is not None:
                         failure = error
+                        stop.set()
+                        self._drain(arrived, keep)
                         break
                     assert record is not None
                     keep(record)
+            bar_open[0] = False
         except BaseException:
+            bar_open[0] = False
             stop.set()
             self._drain(arrived, keep)
             log.warning(
@@ -387,9 +394,6 @@ class TwoPassEvaluator:
             )
             raise
         finally:
-            if failure is not None:
-                stop.set()
-                self._drain(arrived, keep)
             if appender is not None:
                 appender.close()
         if failure is not None:
