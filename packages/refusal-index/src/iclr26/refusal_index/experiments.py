@@ -262,7 +262,7 @@ def _ksample_rows(
     calls = {names[0]: 2, names[1]: 20, **{f"K-sample K={k}": 2 * k for k in KS}}
     est = {m: np.full((len(cases), reps), np.nan) for m in names}
     covered = {m: [] for m in (names[0], *names[2:])}
-    for c, (r, e, _truth) in enumerate(cases):
+    for c, (r, e, truth_c) in enumerate(cases):
         for j in range(reps):
             refused, wrong = sample(k_max, r, e)
             with warnings.catch_warnings():
@@ -278,7 +278,7 @@ def _ksample_rows(
             est[names[0]][c, j] = paired[0].ri
             est[names[1]][c, j] = np.nanmean([p.ri for p in paired])
             if boot and paired[0].ci is not None:
-                covered[names[0]].append(paired[0].ci[0] <= _truth <= paired[0].ci[1])
+                covered[names[0]].append(paired[0].ci[0] <= truth_c <= paired[0].ci[1])
             for k in KS:
                 res = refusal_index_ksample(
                     refused[:k], wrong[:k], ci="bootstrap" if boot else None,
@@ -286,7 +286,7 @@ def _ksample_rows(
                 )  # fmt: skip
                 est[f"K-sample K={k}"][c, j] = res.ri
                 if boot and res.ci is not None:
-                    covered[f"K-sample K={k}"].append(res.ci[0] <= _truth <= res.ci[1])
+                    covered[f"K-sample K={k}"].append(res.ci[0] <= truth_c <= res.ci[1])
     truth = np.array([t for _, _, t in cases])
     rows = []
     for m in names:
