@@ -76,7 +76,9 @@ def test_bad_arguments_are_refused(tmp_path):
 def test_loopback_command_refuses_a_folder_that_is_no_app_before_starting(tmp_path, capsys):
     from iclr26.fedmuon.cli import main
 
-    assert main(["loopback", "--app", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit) as exc:  # at parse time
+        main(["loopback", "--app", str(tmp_path)])
+    assert exc.value.code == 2
     err = capsys.readouterr()
     assert "not a Flower App" in err.err
     assert "SuperLink" not in err.out

@@ -115,6 +115,8 @@ def least_squares(
     check_int(d_in, "d_in", low=1)
     check_int(d_out, "d_out", low=1)
     check_range(heterogeneity, "heterogeneity", low=0.0)
+    if not np.isfinite(heterogeneity):
+        raise ValueError(f"heterogeneity must be finite, got {heterogeneity!r}")
     rng = np.random.default_rng(seed)
     w0 = rng.normal(size=(d_in, d_out)) / np.sqrt(d_in)
     datasets = []
