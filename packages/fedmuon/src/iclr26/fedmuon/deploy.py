@@ -31,6 +31,7 @@ import tempfile
 import textwrap
 import time
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -224,6 +225,9 @@ class DeploymentRun:
     rounds: list[dict[str, float]] = field(default_factory=list)
 
 
+_EXPIRED = "[/v1/runtime/pull-task-input][ApiError:1008] Runtime task-token authentication failed"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -356,6 +360,7 @@ class LoopbackDeployment:
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._logs: list[IO[str]] = []
         self._run_log: Path | None = None
+        self._warned: set[int] = set()
         self.env: dict[str, str] = {}
 
     def _start(self, args: list[str], name: str) -> subprocess.Popen:
@@ -375,6 +380,32 @@ class LoopbackDeployment:
                     f"the {name} process exited with status {proc.returncode}"
                     + (f": {tail}" if tail else "")
                     + f" (log: {self.workdir / (name + '.log')})"
+                )
+
+    def _check_clientapp_starts(self) -> None:
+        """Warn (once per node) when a ClientApp process misses Flower's start-up window.
+
+        flwr 1.42 expires a task's token when the ClientApp process sends no heartbeat within
+        30 s of being started (``HEARTBEAT_DEFAULT_INTERVAL``); on an overloaded machine the
+        process is still importing flwr by then, and the SuperNode starts it again until one
+        start is quick enough (or ``timeout`` ends the run).
+        """
+        for i in range(self.nodes):
+            if i in self._warned:
+                continue
+            log = self.workdir / f"supernode{i}.log"
+            try:
+                text = log.read_text(errors="replace")
+            except OSError:
+                continue
+            if _EXPIRED in text:
+                self._warned.add(i)
+                warnings.warn(
+                    f"supernode{i}'s ClientApp process sent no heartbeat within flwr's 30 s "
+                    "start-up window (the machine is likely overloaded); Flower restarts it "
+                    f"until one start is quick enough or the timeout passes (log: {log})",
+                    RuntimeWarning,
+                    stacklevel=3,
                 )
 
     def _wait_for_port(self, port: int, name: str) -> None:
@@ -467,8 +498,12 @@ class LoopbackDeployment:
                 start_new_session=True,
             )  # fmt: skip
             try:
+                checked = t0
                 while proc.poll() is None:
                     self._check_alive()
+                    if time.perf_counter() - checked > 2.0:
+                        self._check_clientapp_starts()
+                        checked = time.perf_counter()
                     if time.perf_counter() - t0 > timeout:
                         raise TimeoutError(
                             f"flwr run did not finish within {timeout:g} s (log: {self._run_log})"
@@ -512,13 +547,26 @@ class LoopbackDeployment:
             self._tmp.cleanup()
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _stop_group(proc: subprocess.Popen, grace: float) -> None:
-    """SIGTERM the process group of ``proc``, SIGKILL it after ``grace`` seconds."""
+    """SIGTERM the process group of ``proc`` (its children included: Flower's ServerApp and
+    ClientApp processes), SIGKILL what is left of it after ``grace`` seconds."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)  # children that outlive the leader still hold the group
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
