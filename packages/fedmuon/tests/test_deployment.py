@@ -198,7 +198,7 @@ def test_check_app_names_what_is_missing(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="is a file"):
         check_app(tmp_path / "file")
-    with pytest.raises(FileNotFoundError, match="no pyproject.toml"):
+    with pytest.raises(FileNotFoundError, match=r"no pyproject\.toml"):
         check_app(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.flwr.app.components]\nserverapp = 'a:b'\n")
     with pytest.raises(ValueError, match="names no clientapp"):
