@@ -93,6 +93,7 @@ def test_loopback_deployment_matches_the_simulator(tmp_path):
         pytest.skip(str(err))
     with LoopbackDeployment(nodes=2, workdir=tmp_path) as dep:
         run = dep.run(write_demo_app(tmp_path / "app", rounds=2), timeout=540)
+        dep_cache = dep.compilation_cache
     assert run.returncode == 0, run.output[-3000:]
     assert "[ROUND 2/2]" in run.output, run.output[-3000:]
     assert [r["participants"] for r in run.rounds] == [2, 2], run.output[-3000:]
@@ -100,6 +101,9 @@ def test_loopback_deployment_matches_the_simulator(tmp_path):
     # full local batches: the deployment computes exactly what the simulator computes
     simulated, _ = simulate_demo(2, nodes=2)
     np.testing.assert_allclose([r["train_loss"] for r in run.rounds], simulated, rtol=1e-5)
+    # round 2's fresh ClientApp processes load the client step from the deployment's JAX cache
+    assert run.rounds[1]["client_compile_s"] < 0.5 * run.rounds[0]["client_compile_s"], run.rounds
+    assert any(dep_cache.iterdir())
 
 
 FAKE_FLWR = """#!/bin/sh

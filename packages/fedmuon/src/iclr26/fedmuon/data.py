@@ -129,11 +129,11 @@ def load_digits_split(*, seed: int, test_fraction: float = 0.2) -> tuple[np.ndar
 
     ``x`` is float32 ``(N, 64)``, ``y`` int32 ``(N,)``; the split is stratified by class.
     """
-    from sklearn.datasets import load_digits
-
     check_range(
         test_fraction, "test_fraction", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
     )
+    from sklearn.datasets import load_digits  # after the checks: sklearn takes a while to load
+
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     y = y.astype(np.int32)
