@@ -233,6 +233,12 @@ FLOWER_CASES = [
         "num_rounds",
     ),
     ("cache-type", lambda p: enable_compilation_cache(3), TypeError, "path"),
+    (
+        "cache-time",
+        lambda p: enable_compilation_cache("c", min_compile_time_s=-1.0),
+        ValueError,
+        "min_compile_time_s",
+    ),
 ]
 
 

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from iclr26.shared import check_int, import_optional
+from iclr26.shared import check_int, check_range, import_optional
 
 import_optional("flwr", dist="iclr26-fedmuon", extra="flower", purpose="iclr26.fedmuon.flower")
 
@@ -265,6 +265,8 @@ def enable_compilation_cache(
 
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a folder path, got {type(path).__name__}")
+    check_range(min_compile_time_s, "min_compile_time_s", low=0.0)
+    check_int(min_entry_size_bytes, "min_entry_size_bytes", low=-1)
     folder = os.fspath(path)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise ValueError(f"path {folder} is a file, expected a cache folder")
