@@ -33,9 +33,11 @@ def test_d_optimal_stalls_at_float64_resolution_with_the_default_tol():
     assert not bool(r.converged)
     assert int(r.n_iter) < 3000
     assert float(r.gap) > 1e-7  # the FW gap itself stays above tol
-    # a long run without the stall rule gets no lower f
+    # without the stall rule the iterates keep creeping at round-off level (the FW gap may
+    # reach tol much later), but f gets no lower than where the stalled run stopped
     long = bfw.away_frank_wolfe(f, x0, bfw.Simplex(), max_iter=3000, patience=None, **kw)
-    assert int(long.status) == MAX_ITER
+    assert int(long.status) in (CONVERGED, MAX_ITER)
+    assert int(long.n_iter) > int(r.n_iter)
     assert float(r.f) - float(long.f) < 1e-13 * abs(float(long.f))
 
 
