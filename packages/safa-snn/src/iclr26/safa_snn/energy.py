@@ -68,8 +68,12 @@ class EnergyReport:
         return sum(c.dense_macs for c in self.layers) / max(self.n_samples, 1)
 
 
-def count_sops(model: nn.Module, x: Tensor) -> EnergyReport:
+def count_sops(model: nn.Module, x: Tensor, encoding_layers: int = 1) -> EnergyReport:
     """Count MACs and SOPs of ``model(x)`` layer by layer (``nn.Linear`` and ``nn.Conv2d``).
+
+    The first ``encoding_layers`` synaptic layers to run are the encoding layers, charged dense
+    MACs whatever their input; later layers are charged SOPs when their input is 0/1 spikes and
+    MACs otherwise (e.g. after average pooling).
 
     The model runs once without gradients, in eval mode and with every
     :class:`~iclr26.safa_snn.neurons.SparsityAwareLIF` frozen (so counting never moves
@@ -81,6 +85,13 @@ def count_sops(model: nn.Module, x: Tensor) -> EnergyReport:
         raise ValueError("x must be a non-empty floating-point tensor [B, ...]")
     if not torch.isfinite(x).all():
         raise ValueError("x contains NaN or inf")
+    if (
+        isinstance(encoding_layers, bool)
+        or not isinstance(encoding_layers, int)
+        or encoding_layers < 0
+    ):
+        raise ValueError(f"encoding_layers must be an int >= 0, got {encoding_layers!r}")
+    seen: list[str] = []
     report = EnergyReport(n_samples=int(x.shape[0]), T=int(getattr(model, "T", 1)))
     handles = []
 
@@ -105,7 +116,10 @@ def count_sops(model: nn.Module, x: Tensor) -> EnergyReport:
                 )  # fmt: skip
                 sops = float(reach.sum()) * mod.out_channels
             rate = float(nz.float().mean()) if inp.numel() else 0.0
-            if binary:
+            if name not in seen:
+                seen.append(name)
+            encoding = seen.index(name) < encoding_layers
+            if binary and not encoding:
                 report.layers.append(LayerCount(name, "SOP", 0.0, sops, dense, rate))
             else:
                 report.layers.append(LayerCount(name, "MAC", dense, 0.0, dense, rate))

@@ -293,7 +293,7 @@ def _make_spikingjelly(layers: nn.ModuleList) -> Callable:
         neuron.LIFNode(
             tau=2.0, decay_input=False, v_threshold=1.0, v_reset=0.0,
             surrogate_function=surrogate.ATan(alpha=2.0), detach_reset=False,
-            step_mode="m", backend="torch",
+            step_mode="m",
         )
         for _ in layers[:-1]
     )  # fmt: skip

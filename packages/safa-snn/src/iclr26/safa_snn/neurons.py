@@ -238,7 +238,8 @@ class LIF(nn.Module):
     def _theta(self, x: Tensor, track_grad: bool) -> Tensor:
         shape = [1] * (x.ndim - 1)
         shape[self.channel_dim - 1] = self.num_channels
-        theta = self.threshold if track_grad else self.threshold.detach()
+        # detached thresholds are copied: the adapt phase updates them in place afterwards
+        theta = self.threshold if track_grad else self.threshold.detach().clone()
         return theta.to(x.dtype).reshape(shape)
 
     def _check(self, x: Tensor) -> None:
