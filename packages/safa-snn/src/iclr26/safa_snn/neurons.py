@@ -65,9 +65,9 @@ def surrogate_grad(
             acc += z * (absu < delta * z)
         return acc / (2.0 * delta * n_samples)
     if method == "atan":
-        return (alpha / 2.0) / (1.0 + (math.pi / 2.0 * alpha * u) ** 2)
+        return (u * (math.pi / 2.0 * alpha)).square_().add_(1.0).reciprocal_().mul_(alpha / 2.0)
     if method == "triangle":
-        return (1.0 - u.abs()).clamp_min(0.0)
+        return u.abs().neg_().add_(1.0).clamp_min_(0.0)
     raise ValueError(f"spike must be one of {SPIKE_METHODS}, got {method!r}")
 
 
@@ -112,11 +112,11 @@ class _FusedLIF(torch.autograd.Function):
         pre = torch.empty_like(x)  # u_t before the reset
         mem = torch.zeros_like(x[:, 0])
         for t in range(T):
-            mem = mem * tau + x[:, t]
+            mem.mul_(tau).add_(x[:, t])
             pre[:, t] = mem
-            s = (mem > theta).to(x.dtype)
-            spikes[:, t] = s
-            mem = mem * (1.0 - s)
+            fired = mem > theta
+            spikes[:, t] = fired
+            mem.masked_fill_(fired, 0.0)
         ctx.save_for_backward(pre, spikes, theta)
         ctx.tau, ctx.cfg, ctx.detach_reset = tau, cfg, detach_reset
         ctx.theta_needs_grad = theta.requires_grad
@@ -136,18 +136,18 @@ class _FusedLIF(torch.autograd.Function):
         carry = torch.zeros_like(pre[:, 0])  # dL/dm_t: the reset membrane feeding step t+1
         for t in range(T - 1, -1, -1):
             v, s = pre[:, t], spikes[:, t]
-            gs = grad_s[:, t]
-            if not detach_reset:
-                gs = gs - carry * v  # m_t = v_t (1 − s_t): ∂m/∂s = −v_t
-            sg = surrogate_grad(
+            if detach_reset:
+                gs = grad_s[:, t]
+            else:
+                gs = grad_s[:, t] - carry * v  # m_t = v_t (1 − s_t): ∂m/∂s = −v_t
+            gsv = surrogate_grad(
                 v - theta, method, delta=delta, n_samples=n_samples, generator=generator
-            )
-            gsv = gs * sg
-            gv = carry * (1.0 - s) + gsv
-            grad_x[:, t] = gv
+            ).mul_(gs)
+            carry.masked_fill_(s.bool(), 0.0).add_(gsv)  # dL/dv_t = dL/dm_t (1 − s_t) + gsv
+            grad_x[:, t] = carry
             if grad_theta is not None:
                 grad_theta -= gsv
-            carry = gv * tau
+            carry.mul_(tau)
         if grad_theta is not None:
             dims = [i for i in range(grad_theta.ndim) if theta.shape[i] == 1]
             grad_theta = grad_theta.sum(dim=dims, keepdim=True).reshape(theta.shape)
