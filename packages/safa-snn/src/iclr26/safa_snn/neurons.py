@@ -136,10 +136,8 @@ class _FusedLIF(torch.autograd.Function):
         carry = torch.zeros_like(pre[:, 0])  # dL/dm_t: the reset membrane feeding step t+1
         for t in range(T - 1, -1, -1):
             v, s = pre[:, t], spikes[:, t]
-            if detach_reset:
-                gs = grad_s[:, t]
-            else:
-                gs = grad_s[:, t] - carry * v  # m_t = v_t (1 − s_t): ∂m/∂s = −v_t
+            # m_t = v_t (1 − s_t): ∂m/∂s = −v_t, unless the reset is detached
+            gs = grad_s[:, t] if detach_reset else grad_s[:, t] - carry * v
             gsv = surrogate_grad(
                 v - theta, method, delta=delta, n_samples=n_samples, generator=generator
             ).mul_(gs)
