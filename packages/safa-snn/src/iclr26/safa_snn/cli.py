@@ -43,7 +43,15 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         if args.data is None:
             data = load_digits_fscil(seed=args.seed)
         else:
-            with np.load(args.data) as z:
+            try:
+                z = np.load(args.data, allow_pickle=False)
+            except (ValueError, OSError) as err:
+                raise ValueError(
+                    f"--data {args.data} is not a readable .npz file ({err})"
+                ) from None
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError(f"--data {args.data} is a single array, expected an .npz archive")
+            with z:
                 missing = {"x_train", "y_train", "x_test", "y_test"} - set(z.files)
                 if missing:
                     raise ValueError(f"--data {args.data} lacks arrays {sorted(missing)}")
