@@ -141,6 +141,7 @@ def test_help_shows_defaults_once():
     assert "(default: 0)" in text  # --seed
     assert "(default: reports/demo)" in text  # --out
     assert "(default: False)" not in text
+    assert "(default: 0)" not in parser.format_help()  # -v counts from 0: no default shown
 
 
 def test_argument_types():
