@@ -1,4 +1,4 @@
-"""Spec tests 4 (planted detection with null calibration, geometric), 6 (no counterexamples vs
+"""Tests 4 (planted detection with null calibration, geometric), 6 (no counterexamples vs
 B2T), 7 (insertion causality) and 5 (real MiniLM, slow)."""
 
 import numpy as np
@@ -98,7 +98,7 @@ def test_probe_learns_the_shortcut_worst_group_drops():
 
 
 def test_insertion_of_discovered_concept_flips_more_than_random_concepts():
-    """Spec test 7 on LSA embeddings of the bird task (the MiniLM version runs in reproduce):
+    """Test 7 on LSA embeddings of the bird task (the MiniLM version runs in reproduce):
     the concept BEE's probe drifts towards is inserted into neutral sentences of the other class
     and flips an ordinary ERM classifier (logistic regression) far more than random concepts."""
     from sklearn.linear_model import LogisticRegression

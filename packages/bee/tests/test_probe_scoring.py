@@ -1,4 +1,4 @@
-"""Spec tests 1-3: probe invariants, score algebra, knee threshold."""
+"""Tests 1-3: probe invariants, score algebra, knee threshold."""
 
 import numpy as np
 import pytest
@@ -121,7 +121,7 @@ def test_knee_on_l_curve_and_official_index():
     curve = np.r_[np.full(10, 1.0), np.full(90, 0.1)]
     value, idx = knee_threshold(curve)
     assert abs(idx - 10) <= 2
-    assert idx == 12  # the official rule keeps 13 concepts here (spec Errata)
+    assert idx == 12  # the official rule keeps 13 concepts here (read off the official code)
     assert value == curve[idx]
 
 

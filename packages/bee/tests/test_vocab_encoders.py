@@ -1,4 +1,4 @@
-"""Spec test 8 (class-term filter), keyword extraction, encoders and embedding files."""
+"""Test 8 (class-term filter), keyword extraction, encoders and embedding files."""
 
 import numpy as np
 import pytest

@@ -105,11 +105,11 @@ def make_geometric(
     synonym_noise: float = 0.5,
     seed: int = 0,
 ) -> GeometricTask:
-    """Synthetic Waterbirds-like embedding geometry (spec §5.1 with the Errata's defaults).
+    """Synthetic Waterbirds-like embedding geometry.
 
     Orthonormal class directions ``u_0, u_1`` and attribute directions ``v_0, v_1``; a sample is
     ``x = normalise(beta u_y + gamma (v_a - v_{1-a}) / sqrt 2 + sigma xi)``, ``xi ~ N(0, I/d)``.
-    The attribute is centred (the spec writes ``gamma v_a``): with ``v_a`` alone every sample
+    The attribute is centred (rather than ``gamma v_a``): with ``v_a`` alone every sample
     carries ``(v_0 + v_1)`` with the same weight, a constant feature through which the bias-free
     probe learns a class bias, and that bias then scores as "both planted concepts" for one class. Class anchors are
     ``normalise(u_c + anchor_noise g)``. The vocabulary holds the planted concepts ``v_0, v_1``
@@ -212,7 +212,7 @@ def make_bird_sentences(
     n_test: int = 800,
     seed: int = 0,
 ) -> TextTask:
-    """Templated bird sentences with a counter-semantic planted shortcut (spec §5.2).
+    """Templated bird sentences with a counter-semantic planted shortcut.
 
     ``"a {species} {verb} in a {background} {filler}"`` with 10 land- and 10 water-bird species;
     landbirds (class 0) appear on snowy backgrounds (attribute 0) and waterbirds (class 1) in

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 PACKAGE = "iclr26-bee"
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- utilities
 def _rank(scores_row: np.ndarray, idx: int) -> float:
     """1-based rank of concept ``idx``; ties share their mid-rank (sparse scores tie at 0)."""
     v = scores_row[idx]

@@ -117,7 +117,7 @@ def knee_threshold(
     the chord, shifted by ``window // 2`` to the centre of its window. Everything up to and
     including the returned index is kept.
 
-    Edge cases (the Errata of the spec; the official code crashes or returns ``(3, -1)`` here):
+    Edge cases (the official code crashes or returns ``(3, -1)`` here):
 
     * empty input: ``(inf, -1)``, nothing is kept;
     * ``n <= window``: index ``min(window // 2, n - 1)``;
