@@ -11,6 +11,7 @@ import iclr26.bregman_fw as bfw
 from iclr26.bregman_fw.peers import least_squares
 
 
+@pytest.mark.slow  # runs the peer libraries' solvers: keeps `make test` inside 120 s
 def test_objectives_match_accbpg():
     accbpg = pytest.importorskip("accbpg")
     rng = np.random.default_rng(0)
@@ -55,6 +56,7 @@ def test_bregman_proximal_gradient_follows_accbpg():
     np.testing.assert_allclose(np.asarray(ours.f_hist), F[:51], rtol=1e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # copt divides by a zero decrease internally
 def test_euclidean_adaptive_matches_copt_backtracking():
     copt = pytest.importorskip("copt")
