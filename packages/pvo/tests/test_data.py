@@ -29,7 +29,9 @@ from iclr26.pvo.tabular import (
 
 
 @pytest.mark.parametrize("make", [chain_mdp, gridworld_mdp])
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+)
 def test_tabular_pvo_and_mr_td_act_optimally_at_covered_states(make, seed):
     mdp = make()
     S, A = mdp.r.shape
