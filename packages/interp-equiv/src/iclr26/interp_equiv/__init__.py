@@ -16,6 +16,7 @@ from iclr26.interp_equiv.estimator import (
     equivalence_test,
     permutation_test,
     point_test,
+    post_intervention,
     selectivity_matrix,
     similarity_matrix,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "load_representations",
     "permutation_test",
     "point_test",
+    "post_intervention",
     "procrustes_similarity",
     "representations",
     "ridge_r2",

@@ -80,9 +80,9 @@ TRANSFORMER_TIER = Tier(
     algorithms=("sort_diff", "dup_count", "rank_check"),
     variants=(
         Variant(32, 2, 0),
-        Variant(48, 2, 0),
-        Variant(32, 3, 1),
+        Variant(32, 2, 0),
         Variant(48, 3, 0),
+        Variant(48, 3, 1),
     ),
     steps=800,
     batch=128,
@@ -96,9 +96,9 @@ MLP_TIER = Tier(
     algorithms=("pairwise", "total"),
     variants=(
         Variant(128, 2, 0),
+        Variant(128, 2, 0, shift=64),
+        Variant(160, 2, 0),
         Variant(160, 2, 0, shift=64),
-        Variant(96, 2, 0, shift=32),
-        Variant(192, 2, 0, shift=96),
     ),
     steps=500,
     batch=256,

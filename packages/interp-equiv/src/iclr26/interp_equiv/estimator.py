@@ -52,6 +52,7 @@ __all__ = [
     "equivalence_test",
     "permutation_test",
     "point_test",
+    "post_intervention",
     "selectivity_matrix",
     "similarity_matrix",
 ]
@@ -544,3 +545,40 @@ def _perm_rate(
             _permutation(S[np.ix_(sub, sub)], h, n_perm=n_perm, alpha=alpha, rng=rng).reject
         )
     return float(np.mean(hits))
+
+
+def post_intervention(
+    G1: Sequence[Any],
+    G1_post: Sequence[Any],
+    G2: Sequence[Any],
+    *,
+    measure: Measure = "predictivity",
+    n: int = 20,
+    seed: int = 0,
+    **measure_kw: Any,
+) -> float:
+    """The official intervention statistic (``left/task_encoding.py::post_intervention``).
+
+    Each of ``n`` trials draws an implementation ``i`` of group 1 and ``k`` of group 2 and checks
+    whether ``sim(G1_i → G2_k) > sim(G1_post_i → G2_k)``: does intervening on ``i``'s circuit move
+    its representation away from the other group's? ``G1_post[i]`` is ``G1[i]``'s representation
+    of the same probe inputs with its circuit patched (:func:`intervened_representations`).
+
+    Returns:
+        The fraction of trials where the clean representation was closer.
+    """
+    check_int(n, "n", low=1)
+    check_int(seed, "seed", low=0)
+    for name, g in (("G1", G1), ("G1_post", G1_post), ("G2", G2)):
+        if isinstance(g, np.ndarray) or not isinstance(g, Sequence) or not g:
+            raise TypeError(f"{name} must be a non-empty list of representations")
+    if len(G1_post) != len(G1):
+        raise ValueError(f"G1_post must pair with G1 ({len(G1)} entries), got {len(G1_post)}")
+    m1 = len(G1)
+    S = similarity_matrix([*G1, *G1_post, *G2], measure, seed=seed, **measure_kw)
+    rng = np.random.default_rng(seed)
+    wins = 0
+    for _ in range(n):
+        i, k = rng.integers(m1), 2 * m1 + rng.integers(len(G2))
+        wins += S[i, k] > S[m1 + i, k]
+    return wins / n

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from iclr26.interp_equiv.data import MLP_TIER, TRANSFORMER_TIER, Tier, probe_inputs, train_tier
-from iclr26.interp_equiv.estimator import selectivity_matrix, similarity_matrix
+from iclr26.interp_equiv.estimator import post_intervention, selectivity_matrix, similarity_matrix
 from iclr26.interp_equiv.iit import Implementation, gate, interchange_accuracy
 from iclr26.interp_equiv.reprs import intervened_representations, representations
 from iclr26.interp_equiv.similarity import (
@@ -169,8 +169,12 @@ def _iia_baseline(w: _World) -> np.ndarray:
 
 
 def _heatmaps(panels: Sequence[tuple[str, Sequence[str], np.ndarray, str]]) -> Any:
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
-    for ax, (title, labels, grid, cmap) in zip(axes[0], panels, strict=True):
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.5 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    for ax, (title, labels, grid, cmap) in zip(axes.flat, panels, strict=False):
         ax.imshow(grid, vmin=0, vmax=1, cmap=cmap)
         ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
@@ -214,22 +218,34 @@ def reproduce(*, quick: bool = True, seed: int = 0, progress: bool = False) -> R
         perm = selectivity_matrix(groups, method="permutation", S=S_cka, n_boot=n_boot, seed=seed)
         agree = _pair_grid(w, _agreement(w))
         weights = _pair_grid(w, _weight_corr)
-        # intervention variant: each implementation's aligned sites patched from corrupted inputs
-        inter = {
-            k: [*groups[k], *(
-                intervened_representations(i.model, w.probe, w.corrupted, list(i.alignment.values()))
-                for i in w.kept[k]
-            )]
+        # intervention variant: every implementation is also run on the same (probe, corrupted)
+        # pairs with its aligned (circuit) sites patched from the corrupted input; a model's
+        # representation stacks its clean rows and its intervened rows, so similarity is measured
+        # on the task distribution and on the interventional distribution together.
+        post = {
+            k: [intervened_representations(i.model, w.probe, w.corrupted, list(i.alignment.values()))
+                for i in w.kept[k]]
             for k in labels
         }  # fmt: skip
+        inter = {
+            k: [np.vstack([c, p]) for c, p in zip(groups[k], post[k], strict=True)] for k in labels
+        }
+        official_post = np.array([
+            [post_intervention(groups[a], post[a], groups[b], seed=seed) for b in labels] for a in labels
+        ])  # fmt: skip
         sym_int = selectivity_matrix(inter, method="symmetric", n_boot=n_boot, seed=seed)
         for title, grid in (
             ("Selectivity: official point test, predictivity (row = group 1)", off.rates),
             ("Selectivity: symmetric test, predictivity (default)", sym.rates),
             ("Selectivity: permutation test, debiased CKA", perm.rates),
             (
-                "Selectivity: symmetric test with intervened (co-interpretive) implementations",
+                "Selectivity: symmetric test on clean + intervened (co-interpretive) rows",
                 sym_int.rates,
+            ),
+            (
+                "Official post_intervention: fraction of trials where the clean representation of the "
+                "row group predicts the column group better than the intervened one",
+                official_post,
             ),
             ("Baseline: behavioural agreement on the probe set", agree),
             ("Baseline: weight correlation (same-architecture pairs)", weights),
@@ -272,7 +288,7 @@ def reproduce(*, quick: bool = True, seed: int = 0, progress: bool = False) -> R
             bool(wmax < 0.2),
             f"max |corr| {wmax:.3f}",
         )
-        report.check("intervened implementations keep the diagonal <= 0.1 and off-diagonal >= 0.8",
+        report.check("with intervened rows: diagonal <= 0.1 and off-diagonal >= 0.8",
                      d_int <= 0.1 and o_int >= 0.8, f"diag max {d_int:.2f}, off min {o_int:.2f}")  # fmt: skip
         order = [
             (labels[a], labels[b], off.rates[a, b], off.rates[b, a])
@@ -296,7 +312,7 @@ def reproduce(*, quick: bool = True, seed: int = 0, progress: bool = False) -> R
             ("official point test\n(predictivity, row = group 1)", labels, off.rates, "Reds"),
             ("symmetric test\n(predictivity)", labels, sym.rates, "Reds"),
             ("permutation test\n(debiased CKA)", labels, perm.rates, "Reds"),
-            ("symmetric test,\n+ intervened impls", labels, sym_int.rates, "Reds"),
+            ("symmetric test,\nclean + intervened rows", labels, sym_int.rates, "Reds"),
             ("behavioural agreement", labels, agree, "Blues"),
             ("weight correlation", labels, np.abs(weights), "Blues"),
         ]))  # fmt: skip
@@ -325,17 +341,15 @@ def _naive_debiased_cka(X: np.ndarray, Y: np.ndarray) -> float:
     n = X.shape[0]
 
     def hsic(K: torch.Tensor, L: torch.Tensor) -> float:
-        K = K.clone().fill_diagonal_(0).double()
-        L = L.clone().fill_diagonal_(0).double()
-        one = torch.ones(n, dtype=torch.float64)
         t = (
-            (K * L).sum()
-            + K.sum() * L.sum() / ((n - 1) * (n - 2))
-            - 2 / (n - 2) * (one @ K @ (L @ one))
+            (K * L).sum(dtype=torch.float64)
+            + K.sum(dtype=torch.float64) * L.sum(dtype=torch.float64) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * float(K.sum(0, dtype=torch.float64) @ L.sum(1, dtype=torch.float64))
         )
         return float(t / (n * (n - 3)))
 
-    K, L = Xt @ Xt.T, Yt @ Yt.T
+    # float32 Grams (400 MB each at n = 10,000), float64 sums
+    K, L = (Xt @ Xt.T).fill_diagonal_(0), (Yt @ Yt.T).fill_diagonal_(0)
     return hsic(K, L) / math.sqrt(hsic(K, K) * hsic(L, L))
 
 
@@ -520,6 +534,8 @@ def _sensitivity_rows(w: _World, seed: int, n_boot: int) -> list[dict[str, Any]]
         ("(1e3, 1e4, 1e5)", (1e3, 1e4, 1e5)),
     ):
         run("ridge alphas", name, full, alphas=alphas)
+    for margin in (0.0, 0.01, 0.05):
+        run("margin ε", f"{margin:g}" + (" (official)" if margin == 0 else ""), full, margin=margin)
     run("pooling", "mean (official)", full)
     last = {k: [representations(i.model, w.probe, pool="last") for i in w.kept[k]] for k in labels}
     run("pooling", "last position", last)
@@ -538,6 +554,42 @@ def _sensitivity_rows(w: _World, seed: int, n_boot: int) -> list[dict[str, Any]]
             ][-1:]
             outs[k].append(representations(i.model, w.probe, sites=sites))
     run("sites", "last layer only", outs)
+    return rows
+
+
+def _calibration_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
+    """Type-I error and power on synthetic groups (spec test 3's generator), per method."""
+    from iclr26.interp_equiv.estimator import equivalence_test, permutation_test
+
+    reps = 10 if quick else 30
+    methods = [
+        ("predictivity + official point test (ε = 0, with replacement)", lambda a, b, s: not equivalence_test(a, b, symmetric=False, replace=True, margin=0.0, n_boot=10, seed=s).equivalent),
+        ("predictivity + symmetric test, ε = 0", lambda a, b, s: not equivalence_test(a, b, margin=0.0, n_boot=10, seed=s).equivalent),
+        ("predictivity + symmetric test, ε = 0.01 (default)", lambda a, b, s: not equivalence_test(a, b, n_boot=10, seed=s).equivalent),
+        ("debiased CKA + permutation test", lambda a, b, s: permutation_test(a, b, measure="cka", seed=s).reject),
+        ("Procrustes + symmetric test, ε = 0.01", lambda a, b, s: not equivalence_test(a, b, measure="procrustes", n_boot=10, seed=s).equivalent),
+    ]  # fmt: skip
+    rows = []
+    for name, rejects in methods:
+        null, alt = [], []
+        for r in range(reps):
+            rng = np.random.default_rng(seed * 7919 + r)
+            z = rng.standard_normal((200, 4))
+            z2 = np.c_[z[:, :2], np.abs(z[:, 2:]) - z[:, :2] ** 2]
+
+            def mix(latent, rng=rng):
+                return latent @ rng.standard_normal((4, 12)) + 0.1 * rng.standard_normal((200, 12))
+
+            null.append(rejects([mix(z) for _ in range(4)], [mix(z) for _ in range(4)], r))
+            alt.append(rejects([mix(z) for _ in range(4)], [mix(z2) for _ in range(4)], r))
+        rows.append(
+            {
+                "method": name,
+                "type-I error": float(np.mean(null)),
+                "power": float(np.mean(alt)),
+                "repetitions": reps,
+            }
+        )
     return rows
 
 
@@ -577,6 +629,15 @@ def bench(*, quick: bool = True, seed: int = 0, progress: bool = False) -> Repor
             ratios["ridge_speedup"] > 1.0,
             f"{ratios['ridge_speedup']:.1f}×",
         )
+        cal = _calibration_rows(quick, seed)
+        report.add_table(
+            "Calibration on synthetic groups (4 vs 4 implementations, same vs different latents)",
+            cal,
+        )
+        default = next(r for r in cal if "(default)" in r["method"])
+        report.check("default test: type-I error <= 0.1 and power >= 0.8 on synthetic groups",
+                     default["type-I error"] <= 0.1 and default["power"] >= 0.8,
+                     f"type-I {default['type-I error']:.2f}, power {default['power']:.2f}")  # fmt: skip
         w = _build(tier, per_algorithm, n_probe, seed, progress)
         rows, grids = _method_rows(w, seed, n_boot)
         report.add_table(f"Methods on the {tier.name} tier ({w.task.name})", rows)
