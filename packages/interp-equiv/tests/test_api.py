@@ -72,7 +72,8 @@ CASES = [
     (ie.accuracy, (MODEL, TASK), {"n": -1}, ValueError, "n must be"),
     (ie.gate, ([],), {"min_accuracy": 2.0}, ValueError, "min_accuracy"),
     (ie.gate, ([object()],), {}, TypeError, "Implementation"),
-    (ie.representations, (MODEL, TOK.float()), {}, TypeError, "integer token ids"),
+    (ie.representations, (MODEL, TOK.float()), {}, TypeError, "integer"),
+    (ie.representations, (MODEL, TOK.bool()), {}, TypeError, "token ids"),
     (ie.representations, (MODEL, TOK[:0]), {}, ValueError, "n > 0"),
     (ie.representations, (MODEL, TOK), {"pool": "max"}, ValueError, "pool"),
     (

@@ -1,5 +1,6 @@
 """Spec test 4: hook correctness for the tiny models and the generic module adapter."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -107,6 +108,8 @@ def test_mlp_hooks_and_module_adapter_agree():
     with hooked.patched({"1": torch.zeros(5, 8)}):
         assert torch.allclose(hooked(xf), seq[2].bias.expand(5, 2))
     assert torch.allclose(hooked(xf), out)  # patch removed on exit
+    reps = representations(hooked, xf, sites=["1"])
+    assert np.allclose(reps, torch.relu(seq[0](xf)).detach().numpy(), atol=1e-6)
     with pytest.raises(ValueError, match="no submodule"):
         ModuleHooks(seq, hooks=["9"])
     hooked.remove()

@@ -60,11 +60,15 @@ def _pool(act: torch.Tensor, pool: str) -> torch.Tensor:
 
 def _check_tokens(tokens: Any, name: str) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor, got {type(tokens).__name__}")
-    if tokens.dtype.is_floating_point or tokens.dtype == torch.bool or tokens.is_complex():
-        raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
-    if tokens.ndim != 2 or tokens.shape[0] == 0:
-        raise ValueError(f"{name} must have shape (n > 0, seq_len), got {tuple(tokens.shape)}")
+        raise TypeError(f"{name} must be a torch.Tensor of inputs, got {type(tokens).__name__}")
+    if tokens.dtype == torch.bool or tokens.is_complex():
+        raise TypeError(f"{name} must hold token ids (integers) or real features, got {tokens.dtype}")
+    if tokens.ndim < 2 or tokens.shape[0] == 0:
+        raise ValueError(f"{name} must have shape (n > 0, ...), got {tuple(tokens.shape)}")
+    if tokens.dtype.is_floating_point:
+        if not torch.isfinite(tokens).all():
+            raise ValueError(f"{name} contains NaN or inf")
+        return tokens  # real-valued inputs of a generic module (ModuleHooks)
     return tokens.long()
 
 
@@ -111,7 +115,8 @@ def representations(
 
     Args:
         model: a hook-protocol model (:class:`TinyTransformer`, :class:`TinyMLP`, :class:`ModuleHooks`).
-        tokens: ``(n, seq_len)`` integer inputs (the shared probe set).
+        tokens: ``(n, seq_len)`` integer inputs (the shared probe set); real-valued ``(n, ...)``
+            inputs are passed through for generic modules wrapped in :class:`ModuleHooks`.
         sites: activations to use (default: every residual stream after a block / every hidden layer).
         pool: ``"mean"`` over positions (official), ``"last"`` position, or ``"flatten"``.
         apply_ln: apply the model's final LayerNorm to residual-stream sites (official
