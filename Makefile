@@ -33,12 +33,12 @@ SELECTED := $(MEMBERS)
 SELECTED_PACKAGES := $(PACKAGES)
 endif
 
-.PHONY: help uv lock sync lint format test test-slow reproduce bench build check-dist clean
+.PHONY: help uv lock sync lint format test test-slow reproduce bench build check-dist release-check clean
 
 help: ## list the targets
 	@echo "iclr26 workspace — members: $(MEMBERS)"
 	@echo "usage: make TARGET [PKG=<folder>]"
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 uv: ## install uv with pip if it is missing
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -107,10 +107,23 @@ bench: uv ## `iclr26-<folder> bench` for PKG (or every package), then reports/SU
 build: uv ## wheel + sdist of PKG or of every member into dist/
 	$(foreach m,$(SELECTED),$(call member_build,$(m)))
 
-check-dist: uv ## build every member, install each wheel in a fresh venv, import it, run --help
-	rm -rf dist
-	$(UV) build --quiet --all-packages --out-dir dist
-	bash tests/check_dist.sh "$(UV)" dist $(MEMBERS)
+check-dist: uv ## build PKG or every member (not into dist/), install each wheel with the lowest iclr26-shared it declares, run --help and the README quickstart
+	$(UV) sync --quiet --locked --all-packages --all-extras
+	$(UV) run --locked --no-sync python tests/check_dist.py --uv "$(UV)" $(SELECTED)
+
+release-check: uv ## the release gate for PKG at TAG=<folder>-v<version>: tag, version, changelog, build into dist/<folder>/, tests, installed wheel
+ifndef PKG
+	$(error release-check needs PKG=<folder> and TAG=<folder>-v<version>)
+endif
+ifndef TAG
+	$(error release-check needs TAG=<folder>-v<version>)
+endif
+	python3 tests/release_check.py $(PKG) $(TAG)
+	rm -rf dist/$(PKG)
+	$(UV) build --quiet --package $(call dist_name,$(PKG)) --out-dir dist/$(PKG)
+	$(call member_pytest,$(PKG),-m "not slow")
+	$(UV) sync --quiet --locked --all-packages --all-extras
+	$(UV) run --locked --no-sync python tests/check_dist.py --uv "$(UV)" $(PKG)
 
 clean: ## remove environments, build outputs and reports
 	rm -rf .venv $(VENVS) dist $(REPORTS) .pytest_cache .ruff_cache

@@ -55,6 +55,6 @@ def test_build_search_eval_round_trip(cli_store, capsys):
 def test_cli_errors_are_one_line(cli_store, capsys, tmp_path):
     _, src, _, _ = cli_store
     assert main(["search", str(tmp_path / "missing"), "q"]) == 2
-    assert "not a datastore" in capsys.readouterr().err
+    assert "missing does not exist" in capsys.readouterr().err
     assert main(["build", str(src), "--out", str(tmp_path / "s"), "--encoder", "bogus"]) == 2
     assert "--encoder" in capsys.readouterr().err

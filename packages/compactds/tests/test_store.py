@@ -161,7 +161,7 @@ def test_missing_file_and_broken_meta_are_detected(built):
     (built / "meta.json").write_text("{not json")
     with pytest.raises(StoreError, match="corrupted"):
         Datastore.open(built)
-    with pytest.raises(StoreError, match="not a datastore"):
+    with pytest.raises(StoreError, match="does not exist"):
         Datastore.open(built / "nowhere")
 
 
@@ -187,3 +187,14 @@ def test_encoder_is_rebuilt_from_the_store(built, lsa, tmp_path, text_corpus):
     b.build()
     reopened = Datastore.open(tmp_path / "lsa")
     assert reopened.encoder.fingerprint == lsa.fingerprint
+
+
+def test_meta_without_a_needed_entry_is_a_store_error(built):
+    meta = json.loads((built / "meta.json").read_text())
+    del meta["vector_file"]
+    (built / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError, match="missing vector_file"):
+        Datastore.open(built)
+    (built / "meta.json").write_text("[1, 2]")
+    with pytest.raises(StoreError, match="JSON object"):
+        Datastore.open(built)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from iclr26.shared.jsonio import to_jsonable, write_json
 from iclr26.shared.validation import check_choice, check_nonempty
 
 __all__ = ["Check", "Report", "Table", "environment", "format_value", "write_summary"]
@@ -71,28 +72,6 @@ def format_value(value: Any) -> str:
             return "—"
         return f"{v:.4g}"
     return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _jsonable(value: Any) -> Any:
-    """Convert to JSON-safe Python: numpy scalars/arrays to builtins, NaN/inf to ``None``."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        v = float(value)
-        return v if math.isfinite(v) else None
-    if isinstance(value, Path):
-        return str(value)
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
 
 
 def _version(dist: str) -> str | None:
@@ -216,7 +195,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything in the report as JSON-safe data (the content of ``report.json``)."""
-        return _jsonable(
+        return to_jsonable(
             {
                 "package": self.package,
                 "kind": self.kind,
@@ -260,7 +239,7 @@ class Report:
         lines += [
             "## Run",
             "",
-            f"- seed {self.seed}; wall time {wall}; config {json.dumps(_jsonable(self.config))}",
+            f"- seed {self.seed}; wall time {wall}; config {json.dumps(to_jsonable(self.config))}",
             f"- Python {env['python']} on {env['platform']}, {env['cpu_count']} CPUs",
             f"- {versions}",
             "",
@@ -278,9 +257,7 @@ class Report:
         for name, fig in self.figures.items():
             fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
             _close(fig)
-        (out / "report.json").write_text(
-            json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        )
+        write_json(out / "report.json", self.to_dict())
         path = out / "report.md"
         path.write_text(self.to_markdown())
         return path

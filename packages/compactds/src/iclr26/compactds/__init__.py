@@ -4,54 +4,37 @@ Reasoning-Intensive Benchmarks" (CompactDS, ICLR 2026).
 A multi-source passage store with an in-RAM faiss IVFPQ index, full-precision vectors and passage
 text on disk, and an exact stage over the ANN candidates (``rerank="exact"`` from the memory-mapped
 vectors, or ``"reencode"`` with a second encoder, as the released CompactDS does).
+
+The names below are imported on first use (``lazy_loader``), so ``import iclr26.compactds`` and
+the command line's ``--help`` load neither faiss nor torch.
 """
 
 from importlib.metadata import version as _version
 
-from iclr26.compactds.builder import DatastoreBuilder
-from iclr26.compactds.chunking import Chunker, Passage
-from iclr26.compactds.datastore import Datastore, Hit
-from iclr26.compactds.decontamination import Decontaminator
-from iclr26.compactds.encoders import (
-    Encoder,
-    HashingEncoder,
-    LSAEncoder,
-    MiniLMEncoder,
-    SentenceTransformerEncoder,
-    load_encoder,
-)
-from iclr26.compactds.evaluation import evaluate, hit_at_k, ndcg_at_k, recall_at_k
-from iclr26.compactds.index import IVFPQParams, auto_params
-from iclr26.compactds.prompt import format_prompt, from_compactds_jsonl, to_compactds_jsonl
-from iclr26.compactds.sharding import ShardedDatastore
-from iclr26.compactds.store import SCHEMA_VERSION, StoreError
+import lazy_loader as lazy
 
 __version__ = _version("iclr26-compactds")
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "Chunker",
-    "Datastore",
-    "DatastoreBuilder",
-    "Decontaminator",
-    "Encoder",
-    "HashingEncoder",
-    "Hit",
-    "IVFPQParams",
-    "LSAEncoder",
-    "MiniLMEncoder",
-    "Passage",
-    "SentenceTransformerEncoder",
-    "ShardedDatastore",
-    "StoreError",
-    "__version__",
-    "auto_params",
-    "evaluate",
-    "format_prompt",
-    "from_compactds_jsonl",
-    "hit_at_k",
-    "load_encoder",
-    "ndcg_at_k",
-    "recall_at_k",
-    "to_compactds_jsonl",
-]
+__getattr__, __dir__, __all__ = lazy.attach(
+    __name__,
+    submod_attrs={
+        "builder": ["DatastoreBuilder"],
+        "chunking": ["Chunker", "Passage"],
+        "datastore": ["Datastore", "Hit"],
+        "decontamination": ["Decontaminator"],
+        "encoders": [
+            "Encoder",
+            "HashingEncoder",
+            "LSAEncoder",
+            "MiniLMEncoder",
+            "SentenceTransformerEncoder",
+            "load_encoder",
+        ],
+        "evaluation": ["evaluate", "hit_at_k", "ndcg_at_k", "recall_at_k"],
+        "index": ["IVFPQParams", "auto_params"],
+        "prompt": ["format_prompt", "from_compactds_jsonl", "to_compactds_jsonl"],
+        "sharding": ["ShardedDatastore"],
+        "store": ["SCHEMA_VERSION", "StoreError"],
+    },
+)
+__all__ += ["__version__"]

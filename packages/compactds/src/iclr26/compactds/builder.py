@@ -16,6 +16,8 @@ import logging
 import math
 import os
 import shutil
+import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,13 +41,20 @@ from iclr26.compactds.store import (
     atomic_write_text,
     file_record,
 )
-from iclr26.shared import check_choice, check_int, check_range
+from iclr26.shared import check_choice, check_int, check_range, read_jsonl
 from iclr26.shared import progress as progress_bar
 
 __all__ = ["DatastoreBuilder"]
 
 log = logging.getLogger(__name__)
 _SOURCE_NAME = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+#: What a store directory (complete, or an interrupted build) may hold; see ``store.py``.
+_STORE_ENTRIES = frozenset(
+    {META, "build", "ann", "passages", "encoder.json", "encoder.npz", "sources.json",
+     "offsets.npy", "file_ids.npy", *VECTOR_DTYPES.values()}
+)  # fmt: skip
+#: How to discard what is at the store path, for the library and the command line.
+_OVERWRITE_HINT = "pass overwrite=True (command line: --overwrite)"
 
 
 @dataclass(frozen=True)
@@ -100,23 +109,21 @@ def write_shard(encoder: Encoder, batch_size: int, shard: _Shard, work: Path) ->
     atomic_write_text(work / f"{shard.key}.done.json", json.dumps(done))
 
 
-def read_jsonl(path: str | os.PathLike[str], field: str) -> list[dict]:
-    """The JSON objects of a JSONL file, each required to carry a string ``field``.
+def read_records(path: str | os.PathLike[str], field: str) -> list[dict]:
+    """The JSON objects of a JSONL file (``iclr26.shared.read_jsonl``), each required to carry a
+    string ``field``.
 
-    Blank lines are skipped; a bad line raises ``ValueError`` naming the file and line.
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a line is not a JSON object, lacks ``field`` or it is not a string (the file
+            and line are named), or the file holds no records.
     """
-    rows = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not valid JSON ({err.msg})") from err
-            if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                raise ValueError(f"{path}:{n}: every line needs a {field!r} string")
-            rows.append(row)
+    rows = read_jsonl(path, required=(field,))
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row[field], str):
+            raise ValueError(
+                f"{path}: record {n}: {field!r} must be a string, got {type(row[field]).__name__}"
+            )
     return rows
 
 
@@ -138,8 +145,10 @@ class DatastoreBuilder:
         batch_size: passages per encoder call (default 256).
         seed: seed of the training sample and k-means.
         threads: faiss OpenMP threads (``None``: faiss's default).
-        overwrite: replace an existing complete store at ``path``.
-        progress: show progress bars.
+        overwrite: remove what is at ``path`` first: a complete store, or an interrupted or
+            failed build (a folder holding other files is never removed).
+        progress: show progress bars (embedding, then writing the vectors and adding them to
+            the index).
     """
 
     def __init__(
@@ -171,6 +180,9 @@ class DatastoreBuilder:
         self.decontaminator = decontaminator
         self.shard_size = check_int(shard_size, "shard_size", low=1)
         self.vector_dtype = check_choice(vector_dtype, "vector_dtype", tuple(VECTOR_DTYPES))
+        for name, value in (("nlist", nlist), ("m", m), ("nbits", nbits)):
+            if value != "auto":
+                check_int(value, name, low=1)
         self.nlist, self.m, self.nbits = nlist, m, nbits
         self.train_frac = check_range(
             train_frac, "train_frac", low=0.0, high=1.0, low_inclusive=False
@@ -209,12 +221,14 @@ class DatastoreBuilder:
 
     def add_jsonl(self, name: str, path: str | os.PathLike[str]) -> DatastoreBuilder:
         """Add a JSONL file whose lines carry ``"text"`` (and optionally ``"id"``)."""
-        return self.add_source(name, read_jsonl(path, "text"))
+        return self.add_source(name, read_records(path, "text"))
 
     def add_text_folder(
         self, name: str, folder: str | os.PathLike[str], pattern: str = "*.txt"
     ) -> DatastoreBuilder:
         """Add every file matching ``pattern`` under ``folder`` (recursive) as one document."""
+        if not Path(folder).is_dir():
+            raise FileNotFoundError(f"{folder} does not exist or is not a folder")
         files = sorted(Path(folder).rglob(pattern))
         if not files:
             raise ValueError(f"no files matching {pattern!r} under {folder}")
@@ -261,40 +275,90 @@ class DatastoreBuilder:
         marker = work / f"{shard.key}.done.json"
         if not marker.is_file():
             return False
-        done = json.loads(marker.read_text())
+        try:
+            done = json.loads(marker.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return False  # a torn marker: embed the shard again
         if done != {"n": len(shard.items), "first_id": shard.first_id, "digest": shard.digest()}:
             raise StoreError(
                 f"shard {shard.key} of the interrupted build at {self.path} holds other passages "
-                "than the sources given now; remove the store directory to start over"
+                f"than the sources given now; {_OVERWRITE_HINT} to discard the interrupted build"
             )
         return True
 
+    def _n_train(self, n: int) -> int:
+        return min(n, max(self.train_min, math.ceil(self.train_frac * n)))
+
+    def _clear_target(self) -> None:
+        """Refuse or clear what is already at ``path``, before anything is written.
+
+        ``overwrite`` removes a complete store, an interrupted or failed build, or their
+        leftovers; it never removes a folder that holds anything else.
+        """
+        path = self.path
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"{path} is an existing file, expected a store directory")
+        if not path.is_dir():
+            return
+        entries = [e.name for e in path.iterdir()]
+        foreign = sorted(e for e in entries if e not in _STORE_ENTRIES and not e.startswith("."))
+        if foreign:
+            raise StoreError(
+                f"{path} holds files that are not part of a datastore ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); build into a new or empty folder"
+            )
+        if self.overwrite and entries:
+            log.info("removing the store or build at %s (overwrite)", path)
+            shutil.rmtree(path)
+        elif (path / META).exists():
+            raise StoreError(f"{path} already holds a datastore; {_OVERWRITE_HINT} to replace it")
+
     def _prepare(self) -> tuple[Path, list[_Shard], list[_Shard]]:
-        """Checks, the build folder and its config, the shard plan, and the shards still to do."""
+        """Checks, the build folder and its config, the shard plan, and the shards still to do.
+
+        Nothing is written before the sources are known to produce passages, so a failed or
+        empty build leaves no folder behind that would block the next try.
+        """
         if not self._sources:
             raise ValueError("no sources: call add_source() before build()")
         set_threads(self.threads)
-        if (self.path / META).exists():
-            if not self.overwrite:
-                raise StoreError(f"{self.path} already holds a datastore (pass overwrite=True)")
-            shutil.rmtree(self.path)
-        work = self.path / "build"
-        work.mkdir(parents=True, exist_ok=True)
-        config = self._config()
-        cfg_path = work / "config.json"
-        if cfg_path.is_file():
-            if json.loads(cfg_path.read_text()) != json.loads(json.dumps(config)):
-                raise StoreError(
-                    f"{self.path} holds an interrupted build with other settings (encoder, "
-                    "chunking, sources); remove the directory to start over"
-                )
-            log.info("resuming the build in %s", self.path)
-        else:
-            atomic_write_text(cfg_path, json.dumps(config, indent=2))
         shards = self._plan()
         if not shards:
             raise ValueError("the sources produced no passages (empty texts or all decontaminated)")
+        n = sum(len(s.items) for s in shards)
+        # IVFPQ parameters that cannot work fail now, not after the embedding
+        auto_params(n, int(self.encoder.dim), n_train=self._n_train(n), nlist=self.nlist,
+                    m=self.m, nbits=self.nbits)  # fmt: skip
+        self._clear_target()
+        work = self.path / "build"
+        config = json.loads(json.dumps(self._config()))
+        cfg_path = work / "config.json"
+        if cfg_path.is_file():
+            try:
+                old = json.loads(cfg_path.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                old = None
+            if old != config:
+                finished = len(list(work.glob("*.done.json")))
+                if finished:
+                    raise StoreError(
+                        f"{self.path} holds an interrupted build with other settings (encoder, "
+                        f"chunking or sources) and {finished} finished shard(s); "
+                        f"{_OVERWRITE_HINT} to discard it, or build into another folder"
+                    )
+                log.info("%s: replacing a failed build that finished no shard", self.path)
+                shutil.rmtree(work)
+        work.mkdir(parents=True, exist_ok=True)
+        if not cfg_path.is_file():
+            atomic_write_text(cfg_path, json.dumps(config, indent=2))
         todo = [s for s in shards if not self._is_done(s, work)]
+        if len(todo) < len(shards):
+            log.info(
+                "resuming the build in %s: %d of %d shards (%d of %d passages) already embedded",
+                self.path, len(shards) - len(todo), len(shards),
+                sum(len(s.items) for s in shards) - sum(len(s.items) for s in todo),
+                sum(len(s.items) for s in shards),
+            )  # fmt: skip
         return work, shards, todo
 
     def build(
@@ -354,7 +418,13 @@ class DatastoreBuilder:
         offsets = np.empty(n, np.uint64)
         file_ids = np.empty(n, np.uint32)
         files: list[str] = []
-        with tmp_vec.open("wb") as fv:
+        start = time.perf_counter()
+        with (
+            tmp_vec.open("wb") as fv,
+            progress_bar(
+                enabled=self.progress, total=n, desc="write vectors", unit="passage"
+            ) as bar,
+        ):
             for fid, s in enumerate(shards):
                 with np.load(work / f"{s.key}.npz") as z:
                     fv.write(np.ascontiguousarray(z["vectors"].astype(dtype)).tobytes())
@@ -364,17 +434,24 @@ class DatastoreBuilder:
                 shutil.copyfile(work / f"{s.key}.jsonl", root / f".{s.key}.tmp")
                 atomic_replace(root / f".{s.key}.tmp", root / rel)
                 files.append(rel)
+                bar.update(len(s.items))
         atomic_replace(tmp_vec, root / vec_name)
         vectors = np.memmap(root / vec_name, dtype=dtype, mode="r", shape=(n, dim))
         # 2. train on a seeded sample, add shard by shard (copies of the trained index per worker)
-        n_train = min(n, max(self.train_min, math.ceil(self.train_frac * n)))
+        n_train = self._n_train(n)
         rng = np.random.default_rng(self.seed)
         sample = np.sort(rng.choice(n, size=n_train, replace=False))
         if trained is None:
             params = auto_params(
                 n, dim, n_train=n_train, nlist=self.nlist, m=self.m, nbits=self.nbits
             )
+            log.info(
+                "training the IVFPQ (nlist %d, m %d, %d bits) on %d of %d vectors",
+                params.nlist, params.m, params.nbits, n_train, n,
+            )  # fmt: skip
+            t0 = time.perf_counter()
             index = train_ivfpq(np.asarray(vectors[sample], np.float32), params, seed=self.seed)
+            log.info("trained in %.1f s", time.perf_counter() - t0)
         else:
             if not trained.is_trained or trained.ntotal != 0 or trained.d != dim:
                 raise ValueError(
@@ -384,6 +461,9 @@ class DatastoreBuilder:
         ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
         params_d = {"nlist": int(ivf.nlist), "m": int(ivf.pq.M), "nbits": int(ivf.pq.nbits)}
 
+        add_bar = progress_bar(enabled=self.progress, total=n, desc="add to index", unit="vector")
+        lock = threading.Lock()
+
         def add(group: list[_Shard]) -> Any:
             part = faiss.clone_index(index)
             for s in group:
@@ -391,19 +471,22 @@ class DatastoreBuilder:
                 part.add_with_ids(
                     rows, np.arange(s.first_id, s.first_id + len(s.items), dtype=np.int64)
                 )
+                with lock:
+                    add_bar.update(len(s.items))
             return part
 
-        if workers == 1:
-            index = add(shards)
-        else:
-            # contiguous groups so merging in group order keeps every list in id order
-            size = math.ceil(len(shards) / workers)
-            groups = [shards[i : i + size] for i in range(0, len(shards), size)]
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                parts = list(pool.map(add, groups))
-            index = parts[0]
-            for part in parts[1:]:
-                index.merge_from(part, 0)
+        with add_bar:
+            if workers == 1:
+                index = add(shards)
+            else:
+                # contiguous groups so merging in group order keeps every list in id order
+                size = math.ceil(len(shards) / workers)
+                groups = [shards[i : i + size] for i in range(0, len(shards), size)]
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    parts = list(pool.map(add, groups))
+                index = parts[0]
+                for part in parts[1:]:
+                    index.merge_from(part, 0)
         tmp_index = root / "ann" / f".index.faiss.tmp-{os.getpid()}"
         tmp_index.parent.mkdir(exist_ok=True)
         faiss.write_index(index, str(tmp_index))
@@ -449,3 +532,6 @@ class DatastoreBuilder:
         }
         atomic_write_text(root / META, json.dumps(meta, indent=2))
         shutil.rmtree(work)
+        log.info(
+            "wrote the index and files of %d passages in %.1f s", n, time.perf_counter() - start
+        )

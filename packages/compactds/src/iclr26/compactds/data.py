@@ -19,6 +19,7 @@ import html
 import importlib.util
 import inspect
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,10 @@ import numpy as np
 
 from iclr26.shared import check_int
 
-__all__ = ["Corpus", "clustered_vectors", "load_corpus"]
+__all__ = ["GENSIM_SOURCES", "Corpus", "clustered_vectors", "load_corpus"]
+
+#: Sources read from gensim's test data (``[demo]`` extra).
+GENSIM_SOURCES = ("wiki", "news")
 
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
@@ -147,14 +151,29 @@ def load_corpus(
 
     Args:
         max_docs_per_source: cap documents per source (first ones in a fixed order).
-        sources: which sources; ``wiki`` and ``news`` need gensim (``[demo]`` extra) and are
-            skipped with a warning-free omission when it is missing.
+        sources: which sources; ``wiki`` and ``news`` need gensim (``[demo]`` extra). Without
+            it they are skipped and a ``UserWarning`` says so (the corpus then has fewer sources
+            and its numbers differ from the package README's); :data:`GENSIM_SOURCES` names them.
     """
     if max_docs_per_source is not None:
         check_int(max_docs_per_source, "max_docs_per_source", low=1)
+    unknown = sorted(set(sources) - {"wiki", "news", "pydoc", "numpy"})
+    if isinstance(sources, str) or unknown:
+        raise ValueError(
+            f"sources must be a tuple of 'wiki', 'news', 'pydoc', 'numpy'; got {sources!r}"
+        )
     corpus = Corpus()
     cap = max_docs_per_source
     gdata = _gensim_data()
+    skipped = [s for s in GENSIM_SOURCES if s in sources] if gdata is None else []
+    if skipped:
+        warnings.warn(
+            f"the {' and '.join(skipped)} source(s) need gensim's test data, which is not installed: "
+            f"using {len(sources) - len(skipped)} of {len(sources)} sources, so the numbers differ "
+            "from the README's. pip install 'iclr26-compactds[demo]' for all of them",
+            UserWarning,
+            stacklevel=2,
+        )
 
     def add(name: str, items: list[tuple[str, str, str]]) -> None:
         # items: (doc_key, query, body)

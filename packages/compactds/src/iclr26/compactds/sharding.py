@@ -22,10 +22,18 @@ import numpy as np
 import psutil
 
 from iclr26.compactds.chunking import Passage
-from iclr26.compactds.datastore import Datastore, Searchable, check_depths, check_sources
+from iclr26.compactds.datastore import (
+    Datastore,
+    Searchable,
+    check_depths,
+    check_query_vectors,
+    check_reencode,
+    check_sources,
+    resolve_nprobe,
+)
 from iclr26.compactds.encoders import Encoder
 from iclr26.compactds.store import StoreError
-from iclr26.shared import check_array, check_int
+from iclr26.shared import check_int
 
 __all__ = ["ShardedDatastore"]
 
@@ -181,7 +189,10 @@ class ShardedDatastore(Searchable):
             fewer than ``k`` results exist.
         """
         k, K = check_depths(k, K, rerank)
-        q = check_array(qvecs, "qvecs", ndim=2).astype(np.float32, copy=False)
+        if nprobe is not None:  # validated here; each shard caps it at its own nlist
+            resolve_nprobe(nprobe, self.nlist)
+        q = check_query_vectors(qvecs, self.dim)
+        check_reencode(rerank, reencoder, query_texts, len(q))
         wanted = check_sources(sources, self.sources)
         jobs = []
         for s, shard in enumerate(self.shards):

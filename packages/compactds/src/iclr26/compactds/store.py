@@ -103,6 +103,8 @@ def file_record(root: Path, rel: str) -> dict[str, Any]:
 _ALWAYS_HASHED = ("offsets.npy", "file_ids.npy", "sources.json", "encoder.json", "encoder.npz",
                   "ann/index.faiss")  # fmt: skip
 FAST_HASH_LIMIT = 256 * 2**20
+#: Entries of meta.json that opening a store reads.
+_META_KEYS = ("n", "encoder", "vector_dtype", "vector_file", "passage_files", "files")
 
 
 def verify_files(root: Path, files: dict[str, dict[str, Any]], verify: str) -> None:
@@ -132,8 +134,10 @@ def verify_files(root: Path, files: dict[str, dict[str, Any]], verify: str) -> N
 def read_meta(root: Path) -> dict[str, Any]:
     """Parse ``meta.json``; a missing one means the build never finished."""
     path = root / META
+    if not root.exists():
+        raise StoreError(f"{root} does not exist")
     if not root.is_dir():
-        raise StoreError(f"{root} is not a datastore directory")
+        raise StoreError(f"{root} is a file, not a datastore directory")
     if not path.is_file():
         hint = (
             " (an interrupted build: run the build again to resume)"
@@ -145,10 +149,15 @@ def read_meta(root: Path) -> dict[str, Any]:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(f"{path} is corrupted: {err}") from err
+    if not isinstance(meta, dict):
+        raise StoreError(f"{path} is corrupted: expected a JSON object")
     version = meta.get("schema_version")
     if version != SCHEMA_VERSION:
         raise StoreError(
             f"{root} uses store schema {version!r}; this version of iclr26-compactds reads "
             f"schema {SCHEMA_VERSION}. Rebuild the store."
         )
+    missing = [k for k in _META_KEYS if k not in meta]
+    if missing or not isinstance(meta.get("encoder"), dict) or "dim" not in meta["encoder"]:
+        raise StoreError(f"{path} is corrupted: missing {', '.join(missing) or 'encoder.dim'}")
     return meta
