@@ -43,9 +43,10 @@ def test_careless_user(tmp_path, capsys):
     assert "holds no .npy" in capsys.readouterr().err
     for argv, msg in [
         (["compare", str(g1), str(tmp_path / "nope")], "no such folder"),
-        (["compare", str(g1), str(g1), "--n-boot", "0"], "--n-boot must be >= 1"),
+        (["compare", str(g1), str(g1), "--n-boot", "0"], "--n-boot"),
         (["compare", str(g1), str(g1), "--measure", "euclid"], "invalid choice"),
-        (["reproduce", "--seed", "-3"], "seed must be"),
+        (["reproduce", "--seed", "-3"], "--seed"),
+        (["compare", str(g1), str(g1), "--margin", "nan"], "--margin"),
     ]:
         with pytest.raises(SystemExit) as exc:
             main(argv)

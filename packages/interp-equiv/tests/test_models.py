@@ -12,6 +12,7 @@ from iclr26.interp_equiv import (
     Site,
     TinyMLP,
     TinyTransformer,
+    representations,
 )
 
 

@@ -10,49 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
-from iclr26.shared import Report, make_cli
+from iclr26.shared import float_arg, int_arg, make_cli
 
 __all__ = ["main"]
 
 _METHODS = ("symmetric", "point", "permutation")
 _MEASURES = ("predictivity", "cka", "cka_biased", "procrustes", "svcca")
-
-
-def reproduce(*, quick: bool, seed: int, progress: bool) -> Report:
-    """Lazy wrapper: the experiments import torch and matplotlib."""
-    from iclr26.interp_equiv.experiments import reproduce as run
-
-    return run(quick=quick, seed=seed, progress=progress)
-
-
-def bench(*, quick: bool, seed: int, progress: bool) -> Report:
-    """Lazy wrapper: the experiments import torch and matplotlib."""
-    from iclr26.interp_equiv.experiments import bench as run
-
-    return run(quick=quick, seed=seed, progress=progress)
-
-
-def _positive_int(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from err
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
-        return value
-
-    return parse
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"seed must be an integer, got {text!r}") from err
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"seed must be in [0, 2**32 - 1], got {value}")
-    return value
 
 
 def _folder(text: str) -> Path:
@@ -108,18 +71,17 @@ def _compare_setup(parser: argparse.ArgumentParser):
     parser.add_argument("group2", type=_folder, help="the other group, same probe inputs")
     parser.add_argument("--measure", choices=_MEASURES, default="predictivity")
     parser.add_argument("--method", choices=_METHODS, default="symmetric")
-    parser.add_argument("--n", type=_positive_int("--n"), default=20, help="trials per point test")
+    parser.add_argument("--n", type=int_arg(1), default=20, help="trials per point test")
+    parser.add_argument("--n-boot", type=int_arg(1), default=40, help="bootstrap repetitions")
+    parser.add_argument("--n-perm", type=int_arg(1), default=1000, help="label permutations")
     parser.add_argument(
-        "--n-boot", type=_positive_int("--n-boot"), default=40, help="bootstrap repetitions"
+        "--n-probe", type=int_arg(5), default=1000, help="probe inputs for saved implementations"
     )
-    parser.add_argument("--n-perm", type=_positive_int("--n-perm"), default=1000)
     parser.add_argument(
-        "--n-probe",
-        type=_positive_int("--n-probe"),
-        default=1000,
-        help="probe inputs for saved models",
-    )
-    parser.add_argument("--seed", type=_seed, default=0)
+        "--margin", type=float_arg(0.0, 1.0), default=None,
+        help="ε of the trials (default 0.01 symmetric, 0 point)",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0)
 
     def run(args: argparse.Namespace) -> int:
         from iclr26.interp_equiv.estimator import equivalence_test, permutation_test
@@ -139,6 +101,7 @@ def _compare_setup(parser: argparse.ArgumentParser):
             r = equivalence_test(
                 g1, g2, measure=args.measure, n=args.n, n_boot=args.n_boot,
                 symmetric=args.method == "symmetric", replace=args.method == "point", seed=args.seed,
+                margin=(0.01 if args.method == "symmetric" else 0.0) if args.margin is None else args.margin,
             )  # fmt: skip
             out = {
                 k: getattr(r, k)
@@ -155,8 +118,8 @@ def _compare_setup(parser: argparse.ArgumentParser):
 
 main = make_cli(
     "interp-equiv",
-    reproduce=reproduce,
-    bench=bench,
+    reproduce="iclr26.interp_equiv.experiments:reproduce",
+    bench="iclr26.interp_equiv.experiments:bench",
     description="Interpretive equivalence (ICLR 2026): do two groups of models share an algorithm?",
     commands={
         "compare": (

@@ -62,7 +62,9 @@ def _check_tokens(tokens: Any, name: str) -> torch.Tensor:
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of inputs, got {type(tokens).__name__}")
     if tokens.dtype == torch.bool or tokens.is_complex():
-        raise TypeError(f"{name} must hold token ids (integers) or real features, got {tokens.dtype}")
+        raise TypeError(
+            f"{name} must hold token ids (integers) or real features, got {tokens.dtype}"
+        )
     if tokens.ndim < 2 or tokens.shape[0] == 0:
         raise ValueError(f"{name} must have shape (n > 0, ...), got {tuple(tokens.shape)}")
     if tokens.dtype.is_floating_point:
