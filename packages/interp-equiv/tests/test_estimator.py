@@ -9,6 +9,7 @@ from iclr26.interp_equiv import (
     equivalence_test,
     permutation_test,
     point_test,
+    post_intervention,
     selectivity_matrix,
     similarity_matrix,
 )
@@ -139,3 +140,15 @@ def test_estimator_input_errors():
         equivalence_test(g[0], g)
     with pytest.raises(ValueError, match="measure"):
         equivalence_test(g, g[::-1], measure="euclid")
+
+
+def test_post_intervention_counts_trials_where_patching_moved_away():
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((120, 3))
+    g1 = [_mix(z, rng, 6) for _ in range(3)]
+    g2 = [_mix(z, rng, 6) for _ in range(3)]
+    assert post_intervention(g1, g1, g2) == 0.0  # nothing moved: never strictly closer
+    scrambled = [rng.standard_normal((120, 6)) for _ in range(3)]
+    assert post_intervention(g1, scrambled, g2) == 1.0
+    with pytest.raises(ValueError, match="pair with G1"):
+        post_intervention(g1, scrambled[:2], g2)

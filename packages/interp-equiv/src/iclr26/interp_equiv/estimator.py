@@ -574,11 +574,18 @@ def post_intervention(
             raise TypeError(f"{name} must be a non-empty list of representations")
     if len(G1_post) != len(G1):
         raise ValueError(f"G1_post must pair with G1 ({len(G1)} entries), got {len(G1_post)}")
-    m1 = len(G1)
-    S = similarity_matrix([*G1, *G1_post, *G2], measure, seed=seed, **measure_kw)
+    m1, m2 = len(G1), len(G2)
+    # only source -> target pairs are needed (2·m1·m2 of them, not (2·m1 + m2)²)
+    clean, after = np.empty((m1, m2)), np.empty((m1, m2))
+    for i in range(m1):
+        for k in range(m2):
+            clean[i, k] = similarity_matrix([G1[i], G2[k]], measure, seed=seed, **measure_kw)[0, 1]
+            after[i, k] = similarity_matrix([G1_post[i], G2[k]], measure, seed=seed, **measure_kw)[
+                0, 1
+            ]
     rng = np.random.default_rng(seed)
     wins = 0
     for _ in range(n):
-        i, k = rng.integers(m1), 2 * m1 + rng.integers(len(G2))
-        wins += S[i, k] > S[m1 + i, k]
+        i, k = rng.integers(m1), rng.integers(m2)
+        wins += clean[i, k] > after[i, k]
     return wins / n
