@@ -69,8 +69,15 @@ def _compare_setup(parser: argparse.ArgumentParser):
         help="folder of representations (.npy/.safetensors) or saved implementations",
     )
     parser.add_argument("group2", type=_folder, help="the other group, same probe inputs")
-    parser.add_argument("--measure", choices=_MEASURES, default="predictivity")
-    parser.add_argument("--method", choices=_METHODS, default="symmetric")
+    parser.add_argument(
+        "--measure", choices=_MEASURES, default="predictivity",
+        help="similarity of two representations (default: the official ridge predictivity)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--method", choices=_METHODS, default="symmetric",
+        help="decision: both directions (default), the official one-directional point test, "
+        "or a group-label permutation test",
+    )  # fmt: skip
     parser.add_argument("--n", type=int_arg(1), default=20, help="trials per point test")
     parser.add_argument("--n-boot", type=int_arg(1), default=40, help="bootstrap repetitions")
     parser.add_argument("--n-perm", type=int_arg(1), default=1000, help="label permutations")
@@ -81,7 +88,10 @@ def _compare_setup(parser: argparse.ArgumentParser):
         "--margin", type=float_arg(0.0, 1.0), default=None,
         help="ε of the trials (default 0.01 symmetric, 0 point)",
     )  # fmt: skip
-    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0)
+    parser.add_argument(
+        "--seed", type=int_arg(0, 2**32 - 1), default=0,
+        help="seeds the trial draws, the ridge split and the probe set (default: 0)",
+    )  # fmt: skip
 
     def run(args: argparse.Namespace) -> int:
         from iclr26.interp_equiv.estimator import equivalence_test, permutation_test
