@@ -58,3 +58,24 @@ def test_help_does_not_import_torch():
     code = "import sys; from iclr26.interp_equiv.cli import main; import iclr26.interp_equiv.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_compare_reports_models_that_fail_the_gate_as_not_comparable(tmp_path, capsys):
+    import torch
+
+    from iclr26.interp_equiv import ModSum, Site, TinyMLP, save_implementation, train_implementation
+
+    task = ModSum(3, 4)
+    for group in ("g1", "g2"):
+        (tmp_path / group).mkdir()
+        for i in range(2):
+            torch.manual_seed(i)
+            impl = train_implementation(
+                task, "total", TinyMLP(3, 4, (16, 16), 3), {"total": Site("hidden.0")}, steps=0
+            )
+            save_implementation(impl, tmp_path / group / f"m{i}.safetensors")
+    code = main(["compare", str(tmp_path / "g1"), str(tmp_path / "g2"), "--n-probe", "50"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "m0.safetensors: not comparable (accuracy" in out
+    assert '"comparable": false' in out
