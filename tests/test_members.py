@@ -320,6 +320,14 @@ def test_shared_imports_no_heavy_backend_at_import_time():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+    cli_only = (
+        "import sys; from iclr26.shared import make_cli, int_arg, dumps_json, read_jsonl; "
+        "print('numpy' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", cli_only], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False", "the CLI helpers must not load NumPy (--help speed)"
 
 
 def test_readme_quickstart_runs_as_written(member: Member, tmp_path: Path):

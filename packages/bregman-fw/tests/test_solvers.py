@@ -50,7 +50,14 @@ def test_away_steps_linear_vanilla_sublinear_on_face_optimum(quad):
 
 def test_open_loop_rate_is_one_over_t(quad):
     r = bfw.frank_wolfe(
-        quad.f, quad.x0, quad.lmo, step=bfw.OpenLoop(), args=quad.args, max_iter=ITERS, tol=0.0
+        quad.f,
+        quad.x0,
+        quad.lmo,
+        step=bfw.OpenLoop(),
+        args=quad.args,
+        max_iter=ITERS,
+        tol=0.0,
+        patience=None,
     )
     gaps = primal_gaps(r, quad.f_star)
     t = np.arange(30, ITERS)
@@ -77,7 +84,7 @@ def test_active_set_invariants_and_drop_steps(quad):
         max_iter=ITERS,
         tol=1e-9,
     )
-    w, atoms = np.asarray(r.active_weights), np.asarray(r.active_vertices)
+    w, atoms = r.active_set(quad.lmo)
     assert np.all(w >= 0)
     assert w.sum() == pytest.approx(1.0, abs=1e-12)
     np.testing.assert_allclose(w @ atoms, r.x, atol=1e-12)
@@ -125,7 +132,10 @@ def test_pairwise_reaches_optimum(quad):
 def test_symmetric_d_optimal_design_has_uniform_optimum():
     p = bfw.d_optimal_symmetric()
     r = bfw.frank_wolfe(p.f, p.x0, p.lmo, kernel=p.kernel, args=p.args, max_iter=ITERS, tol=1e-10)
-    assert bool(r.converged)
+    # a FW gap of 1e-10 is below what f's float64 resolution can certify here: the run stops
+    # as stalled (status 1) with the optimum found, or converges
+    assert int(r.status) in (0, 1)
+    assert float(r.gap) < 1e-5
     np.testing.assert_allclose(r.x, 1.0 / 3.0, atol=1e-5)
     assert float(r.f) == pytest.approx(np.log(4.0), abs=1e-10)
 

@@ -153,6 +153,78 @@ def test_cli_rerank_on_image_folders(tmp_path, capsys):
     assert result["camera.png"][0]["image"] == "b_camera.png"
 
 
+def _one_line_error(capsys, argv, *needles):
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse: exit 2 with a usage line
+        code = stop.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    for needle in needles:
+        assert needle in last, last
+    return err
+
+
+def test_cli_rerank_fails_early_in_one_line_naming_the_file(tmp_path, capsys):
+    import cv2
+
+    from iclr26.elvis import load_image
+
+    qdir, ddir = tmp_path / "q", tmp_path / "d"
+    qdir.mkdir()
+    ddir.mkdir()
+    cam = (load_image("camera", 96) * 255).astype(np.uint8)
+    cv2.imwrite(str(qdir / "camera.png"), cam)
+    cv2.imwrite(str(ddir / "a.png"), cam)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"\x00\x01 definitely not a checkpoint")
+    err = _one_line_error(
+        capsys, ["rerank", str(qdir), str(ddir), "--checkpoint", str(junk)], str(junk), "checkpoint"
+    )
+    assert len(err.splitlines()) == 1
+    assert "weights_only" not in err
+    bad = ddir / "b_corrupt.jpg"
+    bad.write_bytes(b"\xff\xd8\xff garbage that is not a jpeg")
+    err = _one_line_error(
+        capsys, ["rerank", str(qdir), str(ddir)], str(bad), "not a readable image"
+    )
+    assert len(err.splitlines()) == 1
+    _one_line_error(capsys, ["rerank", str(qdir), str(tmp_path / "nope")], "does not exist")
+    _one_line_error(capsys, ["rerank", str(qdir), str(junk)], "expected a folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _one_line_error(capsys, ["rerank", str(qdir), str(empty)], "holds no images")
+    _one_line_error(
+        capsys,
+        ["rerank", str(qdir), str(ddir), "--checkpoint", str(tmp_path / "x.pt")],
+        "does not exist",
+    )
+    _one_line_error(capsys, ["rerank", str(qdir), str(ddir), "--out", str(tmp_path)], "--out")
+    for option, value in (("--top-k", "0"), ("--n-features", "abc"), ("--temperature", "-1"),
+                          ("--lam", "1.5"), ("--show", "0")):  # fmt: skip
+        _one_line_error(capsys, ["rerank", str(qdir), str(ddir), option, value], option)
+
+
+def test_help_and_argument_errors_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from iclr26.elvis.cli import main\n"
+        "for argv in (['--help'], ['rerank', '--help'], ['rerank', 'nope', 'nope']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('torch' in sys.modules, 'cv2' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False False"
+
+
 @pytest.mark.slow
 def test_reproduce_quick_runs_and_reports(tmp_path):
     from iclr26.elvis.experiments import reproduce

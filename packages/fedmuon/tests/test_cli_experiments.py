@@ -1,4 +1,5 @@
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -26,8 +27,10 @@ def test_simulate_command_prints_a_history(capsys):
 
 
 def test_cli_reports_bad_arguments(capsys):
-    assert main(["simulate", "--problem", "least_squares", "--lr", "-1", "--rounds", "1"]) == 2
-    assert "lr" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--problem", "least_squares", "--lr", "-1", "--rounds", "1"])
+    assert exc.value.code == 2
+    assert "--lr" in capsys.readouterr().err
 
 
 def test_partitions():
@@ -68,3 +71,87 @@ def test_headline_claims_at_tiny_scale():
     }
     assert acc["fedmuon"] > acc["local_muon"] + 0.02, acc
     assert acc["fedmuon"] > 0.85, acc
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["simulate", "--per-round", "10", "--clients", "4"], "--per-round 10 exceeds"),
+        (["simulate", "--problem", "counterexample", "--clients", "4"], "--clients 4"),
+    ],
+)
+def test_simulate_refuses_inconsistent_options_before_any_work(args, fragment, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert fragment in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["simulate", "--ns-steps", "-2"], "--ns-steps"),
+        (["simulate", "--rounds", "0"], "--rounds"),
+        (["simulate", "--clients", "0"], "--clients"),
+        (["simulate", "--alpha", "1.5"], "--alpha"),
+        (["simulate", "--lr", "nan"], "--lr"),
+        (["simulate", "--beta", "0"], "--beta"),
+        (["simulate", "--seed", "-1"], "--seed"),
+        (["simulate", "--local-steps", "0"], "--local-steps"),
+        (["simulate", "--eval-every", "0"], "--eval-every"),
+        (["loopback", "--nodes", "0"], "--nodes"),
+        (["loopback", "--rounds", "0"], "--rounds"),
+        (["loopback", "--timeout", "-5"], "--timeout"),
+        (["loopback", "--app", "no/such/folder"], "--app"),
+    ],
+)
+def test_nonsense_is_rejected_at_parse_time_naming_the_option(args, option, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert option in err[-1], err
+
+
+def test_loopback_refuses_a_toml_without_flower_apps(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    with pytest.raises(SystemExit):
+        main(["loopback", "--app", str(tmp_path)])
+    assert "names no serverapp and no clientapp" in capsys.readouterr().err
+
+
+def test_loopback_without_the_flower_extra_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "flwr", None)  # as on a plain install
+    assert main(["loopback"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "iclr26-fedmuon[flower]" in err[0], err
+
+
+def test_loopback_refuses_an_existing_file_as_workdir(tmp_path, capsys):
+    pytest.importorskip("flwr")
+    f = tmp_path / "f"
+    f.write_text("")
+    assert main(["loopback", "--workdir", str(f)]) == 2
+    assert "--workdir" in capsys.readouterr().err
+
+
+def test_cli_lists_match_the_library():
+    from iclr26.fedmuon import ALGORITHMS, NS_COEFFS, cli
+
+    assert cli.ALGORITHMS == ALGORITHMS
+    assert set(cli.COEFFS) == set(NS_COEFFS)
+
+
+def test_help_imports_no_jax():
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from iclr26.fedmuon.cli import main\n"
+        "try:\n    main(['loopback', '--help'])\nexcept SystemExit:\n    pass\n"
+        "import iclr26.fedmuon\n"
+        "print(sorted(m for m in ('jax', 'optax', 'flwr') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -27,7 +27,9 @@ from iclr26.fedmuon.flower import (
     arrays_to_params,
     config_from_record,
     config_to_record,
+    enable_compilation_cache,
     make_client_app,
+    make_server_app,
     params_to_arrays,
 )
 
@@ -129,6 +131,7 @@ def test_three_rounds_match_the_in_process_algorithm(problem):
         assert metrics["participants"] == 2
         # timings: the round as the strategy saw it, and the slowest node's train handler
         assert metrics["round_s"] >= metrics["client_train_s"] > 0
+        assert metrics["client_train_s"] >= metrics["client_compile_s"] > 0
     # C_i and M_i persisted in the node's context, never sent to the server
     for n in NODES:
         if "fedmuon_c_local" in contexts[n].state:
@@ -189,3 +192,107 @@ def test_client_evaluate_reports_the_loss(problem):
     )
     assert reply.content["metrics"]["eval_loss"] == pytest.approx(expected, rel=1e-6)
     assert reply.content["metrics"]["num-examples"] == 8
+
+
+FLOWER_CASES = [
+    ("strategy-cfg", lambda p: FedMuonStrategy({}, p.init_params), TypeError, "cfg"),
+    (
+        "strategy-n",
+        lambda p: FedMuonStrategy(CFG, p.init_params, n_clients=0),
+        ValueError,
+        "n_clients",
+    ),
+    (
+        "arrays-count",
+        lambda p: arrays_to_params(params_to_arrays([p.init_params] * 2), p.init_params),
+        ValueError,
+        "expected 1 arrays",
+    ),
+    (
+        "arrays-shape",
+        lambda p: arrays_to_params(params_to_arrays(p.init_params.T), p.init_params),
+        ValueError,
+        "shape",
+    ),
+    (
+        "client-seed",
+        lambda p: make_client_app(p.loss_fn, lambda c: None, p.init_params, seed=-1),
+        ValueError,
+        "seed",
+    ),
+    (
+        "client-loss",
+        lambda p: make_client_app(None, lambda c: None, p.init_params),
+        TypeError,
+        "loss_fn",
+    ),
+    (
+        "server-rounds",
+        lambda p: make_server_app(FedMuonStrategy(CFG, p.init_params), p.init_params, num_rounds=0),
+        ValueError,
+        "num_rounds",
+    ),
+    ("cache-type", lambda p: enable_compilation_cache(3), TypeError, "path"),
+    (
+        "cache-time",
+        lambda p: enable_compilation_cache("c", min_compile_time_s=-1.0),
+        ValueError,
+        "min_compile_time_s",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "exc", "match"), [c[1:] for c in FLOWER_CASES],
+                         ids=[c[0] for c in FLOWER_CASES])  # fmt: skip
+def test_flower_api_refuses_bad_input(problem, call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(problem)
+
+
+def test_enable_compilation_cache_refuses_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.raises(ValueError, match="is a file"):
+        enable_compilation_cache(f)
+
+
+@pytest.fixture
+def restore_jax_cache():
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")  # fmt: skip
+    saved = {n: getattr(jax.config, n) for n in names}
+    yield
+    for n, v in saved.items():
+        jax.config.update(n, v)
+    cc.reset_cache()
+
+
+def test_the_client_step_is_loaded_from_the_cache_after_the_first_compile(
+    tmp_path, problem, restore_jax_cache
+):
+    """What a SuperNode's fresh ClientApp process sees each round: after the first, no compiling."""
+    from jax import monitoring
+
+    from iclr26.fedmuon.flower import _compiled_client
+
+    events = []
+    monitoring.register_event_listener(lambda name, **kw: events.append(name))
+    enable_compilation_cache(tmp_path / "cache")
+    cfg = FedConfig(local_steps=5, batch_size=None, lr=0.05, alpha=0.5).static_key()
+    x = problem.init_params
+    z = jnp.zeros_like(x)
+    batches = jax.tree.map(
+        lambda a: jnp.broadcast_to(a[0], (5, *a.shape[1:])), problem.clients.data
+    )
+    args = (x, ClientState(z, z), z, batches, jnp.float32(0.05))
+    hits = []
+    for _ in range(2):
+        jax.clear_caches()  # forget in-memory executables, as a new process would
+        _compiled_client.cache_clear()
+        events.clear()
+        _compiled_client(problem.loss_fn, cfg).lower(*args).compile()
+        hits.append(events.count("/jax/compilation_cache/cache_hits"))
+    assert any((tmp_path / "cache").iterdir()), "nothing was written to the cache"
+    assert hits == [0, 1], hits  # the client step compiles in well under JAX's default 1 s

@@ -193,3 +193,35 @@ def test_bootstrap_ci_coverage():
         r = refusal_index_paired(s.refused, ~s.forced_wrong, ci_level=0.9, n_boot=500, seed=i)
         covered += r.ci[0] <= truth <= r.ci[1]
     assert 0.85 <= covered / reps <= 0.95
+
+
+def test_ksample_estimator_is_spearman_of_the_sampled_probabilities():
+    from scipy.stats import rankdata
+
+    from iclr26.refusal_index import refusal_index_ksample
+    from iclr26.refusal_index.estimators import _count_ranks
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 6, size=(7, 50))
+    assert np.array_equal(_count_ranks(counts, 6), rankdata(counts, axis=1))
+    r = rng.random(300)
+    e = np.clip(r + rng.normal(0, 0.3, 300), 0, 1)
+    refused = rng.random((8, 300)) < r
+    wrong = rng.random((5, 300)) < e
+    res = refusal_index_ksample(refused, wrong, n_boot=300, seed=1)
+    expected = spearmanr(refused.mean(axis=0), wrong.mean(axis=0)).statistic
+    assert res.ri == pytest.approx(expected, abs=1e-12)
+    assert res.method == "ksample"
+    assert res.ci[0] < res.ri < res.ci[1]
+    assert res == refusal_index_ksample(refused, wrong, n_boot=300, seed=1)  # seeded
+    # as K grows the estimate approaches the RI of the definition, Spearman(r, e)
+    truth = spearmanr(r, e).statistic
+    big = refusal_index_ksample(rng.random((400, 300)) < r, rng.random((400, 300)) < e, ci=None)
+    assert abs(big.ri - truth) < 0.03
+    assert abs(big.ri - truth) < abs(res.ri - truth)
+    # no information: constant refusals give NaN with a reason, not an error
+    flat = refusal_index_ksample(np.zeros((3, 300), bool), wrong, ci=None)
+    assert math.isnan(flat.ri)
+    assert "same estimated refusal" in flat.reason
+    # a reversed relationship is negative
+    assert refusal_index_ksample(~refused, wrong, ci=None).ri == pytest.approx(-res.ri, abs=1e-12)

@@ -122,3 +122,39 @@ def test_refusal_prompts_sweep_the_refusal_rate_of_a_prompt_sensitive_model():
     ]
     assert rates == sorted(rates)
     assert rates[-1] - rates[0] > 0.4
+
+
+def test_k_samples_per_question_give_the_ksample_estimate_and_resume(tmp_path):
+    rng = np.random.default_rng(0)
+    know = {f"Question {i}?": p for i, p in enumerate(np.linspace(0.05, 0.95, 40))}
+    lock = __import__("threading").Lock()
+
+    def sampler(messages):  # knows question i with probability p_i, refuses when it does not
+        question = messages[-1]["content"]
+        i = int(question.split()[1].rstrip("?"))
+        if i == 7:
+            with lock:
+                if rng.random() < 0.5:
+                    return ""  # unscorable now and then: item 7 drops out of the K-sample RI
+        with lock:
+            knows = rng.random() < know[question]
+        if knows:
+            return f"answer{i}"
+        return "wrong guess" if messages[0]["content"] == FORCED_PROMPT else "I don't know"
+
+    log = tmp_path / "log.jsonl"
+    ev = TwoPassEvaluator(CallableClient(sampler), samples=6, log_path=log, n_boot=200)
+    result = ev.run(ITEMS)
+    assert result.samples == 6
+    assert result.to_dict()["calls"] == 2 * 6 * 40
+    assert len(log.read_text().splitlines()) == 2 * 6 * 40
+    assert result.ksample_excluded >= 1
+    assert result.ri_ksample.method == "ksample"
+    assert result.ri_ksample.ri > 0.5  # refusals follow the chance of being wrong
+    assert result.ri_ksample.ci[0] < result.ri_ksample.ri < result.ri_ksample.ci[1]
+    calls = []
+    again = TwoPassEvaluator(
+        CallableClient(lambda m: calls.append(m) or "x"), samples=6, log_path=log, n_boot=200
+    ).run(ITEMS)
+    assert calls == []  # everything resumed from the log
+    assert again.ri_ksample == result.ri_ksample

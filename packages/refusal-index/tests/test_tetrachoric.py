@@ -85,7 +85,9 @@ def test_frechet_bounds_and_degenerate_marginals():
     assert tetrachoric(0.3, 0.4, 0.3) == 1.0  # p11 = min(q, pe)
     assert tetrachoric(0.7, 0.6, 0.3) == -1.0  # p11 = q + pe - 1
     assert math.isnan(tetrachoric(0.3, 0.4, 0.35))  # above the upper bound
-    assert math.isnan(tetrachoric(0.3, 0.4, -0.01))
+    assert math.isnan(tetrachoric(0.7, 0.6, 0.2))  # below the lower bound q + pe - 1
+    with pytest.raises(ValueError, match="p_11 must be rates"):
+        tetrachoric(0.3, 0.4, -0.01)  # not a rate at all
     assert math.isnan(tetrachoric(0.0, 0.4, 0.0))
     assert math.isnan(tetrachoric(0.3, 1.0, 0.3))
 

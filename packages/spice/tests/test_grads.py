@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from iclr26.spice import RandomProjector, per_sample_grads, select_params
+from iclr26.spice import KroneckerProjector, RandomProjector, per_sample_grads, select_params
 from iclr26.spice.models import MLP, CharTransformer, CharVocab
 
 torch.set_num_threads(1)
@@ -15,13 +15,36 @@ def xent(call, sample):
     return nn.functional.cross_entropy(call(x), y)
 
 
+def xent_per_example(call, sample):
+    x, y = sample
+    return nn.functional.cross_entropy(call(x), y, reduction="none")
+
+
+def lm_losses(call, ids):
+    logits = call(ids[:, :-1])
+    targets = ids[:, 1:]
+    token = nn.functional.cross_entropy(
+        logits.transpose(1, 2), targets, ignore_index=0, reduction="none"
+    )
+    return token.sum(1) / (targets != 0).sum(1)
+
+
 def loop_reference(model, X, y, names):
     rows = []
     params = dict(model.named_parameters())
     for i in range(len(y)):
         model.zero_grad()
         nn.functional.cross_entropy(model(X[i : i + 1]), y[i : i + 1]).backward()
-        rows.append(torch.cat([params[n].grad.reshape(-1) for n in names]))
+        rows.append(
+            torch.cat(
+                [
+                    torch.zeros(params[n].numel())
+                    if params[n].grad is None
+                    else params[n].grad.reshape(-1)
+                    for n in names
+                ]
+            ).to(params[names[0]].dtype)
+        )
     return torch.stack(rows)
 
 
@@ -34,6 +57,54 @@ def test_vmap_and_loop_equal_single_example_backward():
     for method, chunk in (("vmap", None), ("vmap", 3), ("loop", None)):
         G = per_sample_grads(model, xent, (X, y), method=method, chunk_size=chunk)
         torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
+    for method in ("hooks", "auto", "vmap", "loop"):  # one per-example loss serves every method
+        G = per_sample_grads(model, xent_per_example, (X, y), method=method)
+        torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
+
+
+class TwoUses(nn.Module):
+    """One linear layer applied twice (weight sharing), an in-place ReLU after a linear layer,
+    a LayerNorm, and a linear layer that never reaches the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.norm = nn.LayerNorm(6)
+        self.b = nn.Linear(6, 2)
+        self.unused = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = nn.functional.relu(self.a(x), inplace=True)
+        h = self.a(self.norm(h))
+        self.unused(x)
+        return self.b(h)
+
+
+def test_hooks_match_loop_with_shared_weights_inplace_ops_and_unused_layers():
+    torch.manual_seed(3)
+    model = TwoUses().eval()
+    X, y = torch.randn(9, 6), torch.randint(0, 2, (9,))
+    names = [n for n, _ in model.named_parameters()]
+    ref = loop_reference(model, X, y, names)
+    G = per_sample_grads(model, xent_per_example, (X, y), method="hooks")
+    torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
+    assert G[:, -(3 * 6 + 3) :].abs().max() == 0  # the unused layer
+
+
+def test_hooks_refuse_what_they_cannot_separate():
+    model = MLP(8, 3, hidden=5).eval()
+    X, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    with pytest.raises(ValueError, match=r"one loss per example, shape \(4,\)"):
+        per_sample_grads(model, xent, (X, y), method="hooks")  # a batch-mean loss
+    # auto falls back to vmap for a batch-mean loss and still gives per-sample gradients
+    torch.testing.assert_close(
+        per_sample_grads(model, xent, (X, y), method="auto"),
+        per_sample_grads(model, xent, (X, y), method="loop"),
+    )
+    vocab = CharVocab(["abc"])
+    tr = CharTransformer(len(vocab), d_model=8, n_layers=1, n_heads=2, length=6).eval()
+    with pytest.raises(ValueError, match=r"nn.Linear and nn.LayerNorm only.*'pos'"):
+        per_sample_grads(tr, lm_losses, vocab.encode(["ab"], 6), params="all", method="hooks")
 
 
 def test_restricting_to_trainable_parameters():
@@ -66,6 +137,18 @@ def test_transformer_last_block_gradients_match_loop():
     a = per_sample_grads(model, lm_loss, ids, params=names, method="vmap")
     b = per_sample_grads(model, lm_loss, ids, params=names, method="loop")
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    # the last block is linear layers and LayerNorms: one batched backward with hooks, where
+    # each linear layer's per-sample gradient is Σ_t δ_t x_tᵀ over the sequence
+    c = per_sample_grads(model, lm_losses, ids, params=names, method="hooks")
+    torch.testing.assert_close(c, b, atol=1e-5, rtol=1e-4)
+    # every parameter (embeddings, positions): auto falls back to vmap
+    full = per_sample_grads(model, lm_losses, ids, params="all", method="auto")
+    torch.testing.assert_close(
+        full,
+        per_sample_grads(model, lm_loss, ids, params="all", method="loop"),
+        atol=1e-5,
+        rtol=1e-4,
+    )
 
 
 def test_projector_is_seeded_blockwise_and_preserves_geometry():
@@ -90,6 +173,60 @@ def test_projected_gradients_are_projection_of_gradients():
     G = per_sample_grads(model, xent, (X, y))
     proj = RandomProjector(G.shape[1], 16, seed=0)
     torch.testing.assert_close(per_sample_grads(model, xent, (X, y), projector=proj), proj(G))
+
+
+def kron_reference(G_blocks, proj):
+    """Project materialised per-parameter gradients by explicit Kronecker products."""
+    cols = []
+    for j, g in enumerate(G_blocks):
+        n = g.shape[0]
+        if g.ndim == 2:
+            p = proj.factor(j, 0, g.shape[1], g.dtype, g.device)
+            cols.append(g if p is None else g @ p.T)
+            continue
+        p_out = proj.factor(j, 0, g.shape[1], g.dtype, g.device)
+        p_in = proj.factor(j, 1, g.shape[2], g.dtype, g.device)
+        p_out = torch.eye(g.shape[1], dtype=g.dtype) if p_out is None else p_out
+        p_in = torch.eye(g.shape[2], dtype=g.dtype) if p_in is None else p_in
+        cols.append(g.reshape(n, -1) @ torch.kron(p_out, p_in).T)  # vec(P_out G P_inᵀ)
+    return torch.cat(cols, dim=1)
+
+
+def test_kronecker_projection_of_factors_equals_projection_of_loop_gradients():
+    torch.manual_seed(4)
+    model = MLP(20, 7, hidden=12).eval().double()
+    X, y = torch.randn(6, 20, dtype=torch.float64), torch.randint(0, 7, (6,))
+    names = [n for n, _ in model.named_parameters()]
+    ref = loop_reference(model, X, y, names)
+    shapes = [p.shape for p in model.parameters()]
+    blocks, start = [], 0
+    for shape in shapes:
+        width = shape.numel()
+        blocks.append(ref[:, start : start + width].reshape(6, *shape))
+        start += width
+    proj = KroneckerProjector(k_in=5, k_out=4, seed=2)
+    want = kron_reference(blocks, proj)
+    assert want.shape[1] == proj.dim(shapes) == 4 * 5 + 4 + 4 * 5 + 4
+    for method in ("hooks", "vmap", "loop"):
+        got = per_sample_grads(model, xent_per_example, (X, y), method=method, projector=proj)
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-9)
+    # a side no larger than its k is kept exactly; same seed, same projection
+    wide = KroneckerProjector(k_in=64, k_out=64, seed=2)
+    torch.testing.assert_close(
+        per_sample_grads(model, xent_per_example, (X, y), projector=wide), ref
+    )
+    again = per_sample_grads(
+        model, xent_per_example, (X, y), projector=KroneckerProjector(5, 4, seed=2)
+    )
+    torch.testing.assert_close(again, want, atol=1e-10, rtol=1e-9)
+
+
+def test_kronecker_projector_preserves_norms_in_expectation():
+    g = torch.randn(200, 60, 50, dtype=torch.float64)
+    proj = KroneckerProjector(k_in=40, k_out=40, seed=0)
+    ratio = (proj.project_block(0, g).norm(dim=1) / g.reshape(200, -1).norm(dim=1)).numpy()
+    assert abs(ratio.mean() - 1) < 0.05
+    assert ratio.std() < 0.1
 
 
 def test_hugging_face_lora_path_on_a_tiny_random_model(tmp_path):
@@ -124,6 +261,15 @@ def test_hugging_face_lora_path_on_a_tiny_random_model(tmp_path):
     examples = [("add 1 2", "3"), ("reverse ab", "ba")]
     G = lm_per_sample_grads(model, tokenizer, examples, max_length=32)
     assert G.shape[0] == 2
+    # LoRA A/B are nn.Linear: auto takes one batched backward with hooks; same as the loop
+    loop = lm_per_sample_grads(model, tokenizer, examples, max_length=32, method="loop")
+    torch.testing.assert_close(G, loop, atol=1e-6, rtol=1e-4)
+    kp = KroneckerProjector(4, 4, seed=0)
+    torch.testing.assert_close(
+        lm_per_sample_grads(model, tokenizer, examples, max_length=32, projector=kp),
+        lm_per_sample_grads(model, tokenizer, examples, max_length=32, projector=kp, method="loop"),
+        atol=1e-6, rtol=1e-4,
+    )  # fmt: skip
     assert torch.isfinite(G).all()
     # the same gradient as one example alone (padding does not leak into the loss)
     alone = lm_per_sample_grads(model, tokenizer, examples[1:], max_length=32)

@@ -103,7 +103,7 @@ def test_baselines():
     target = G[:2]
     assert sorted(less_cosine(G, target, 2)) == [0, 1]  # each target is its own best match
     assert tracin_dot(G, target, 1)[0] == int(np.argmax(G @ target.mean(axis=0)))
-    with pytest.raises(ValueError, match="target gradients must have 6 columns"):
+    with pytest.raises(ValueError, match="G_target must have 6 columns"):
         less_cosine(G, np.ones((2, 3)), 2)
 
 

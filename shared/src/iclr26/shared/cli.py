@@ -24,10 +24,12 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from iclr26.shared.optional import MissingDependencyError
-from iclr26.shared.report import Report
+
+if TYPE_CHECKING:  # the report (and NumPy) load only when an experiment runs
+    from iclr26.shared.report import Report
 
 __all__ = [
     "CommandSetup",
@@ -311,6 +313,8 @@ def _add_run_options(parser: argparse.ArgumentParser, default_out: Path) -> None
 
 def _experiment_handler(experiment: Experiment | str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        from iclr26.shared.report import Report
+
         out = prepare_output_dir(args.out)  # before the experiment: fail in a second, not later
         fn = _resolve(experiment)
         report = fn(quick=args.quick, seed=args.seed, progress=not args.no_progress)

@@ -17,8 +17,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-import numpy as np
-
 __all__ = ["JsonlAppender", "dumps_json", "read_jsonl", "to_jsonable", "write_json"]
 
 
@@ -28,6 +26,8 @@ def to_jsonable(value: Any) -> Any:
     Mappings become dicts with string keys, tuples and arrays become lists, paths become strings;
     anything else unknown is written as its ``str``.
     """
+    import numpy as np  # here, not at import: the CLI helpers that read JSONL stay NumPy-free
+
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):

@@ -5,13 +5,16 @@ gradient (BPG). Each runs ``max_iter`` iterations in a ``jax.lax.fori_loop`` and
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Burg, Entropy, Kernel
+from iclr26.bregman_fw.solvers import _as_float64
 from iclr26.shared import check_array, check_choice, check_int, check_range
 
 __all__ = ["BaselineResult", "bregman_proximal_gradient", "mirror_descent", "projected_gradient"]
@@ -94,6 +97,10 @@ def projected_gradient(
     ``"simplex"`` (Σx = radius, x ≥ 0), ``"l1_ball"``, ``"l2_ball"``, ``"box"`` ([0, radius]).
     """
     check_choice(projection, "projection", PROJECTIONS)
+    check_range(radius, "radius", low=0.0, low_inclusive=False)
+    if not math.isfinite(radius):
+        raise ValueError(f"radius must be a finite number > 0, got {radius!r}")
+    x0 = _as_float64(x0, "x0")
     check_array(x0, "x0")
     check_int(max_iter, "max_iter", low=1)
     fixed = step_size is not None
@@ -124,6 +131,7 @@ def mirror_descent(
 ) -> BaselineResult:
     """Entropic mirror descent ("MD", exponentiated gradient) on the probability simplex with the
     classical step ``step_size/√(t+1)``; ``x0`` must be strictly positive and sum to 1."""
+    x0 = _as_float64(x0, "x0")
     check_array(x0, "x0", ndim=1)
     check_int(max_iter, "max_iter", low=1)
     check_range(step_size, "step_size", low=0.0, low_inclusive=False)
@@ -180,10 +188,15 @@ def bregman_proximal_gradient(
     :class:`Entropy` kernel (closed form) and the :class:`Burg` kernel (1-D bisection on the
     multiplier). ``L`` is the relative smoothness constant of f w.r.t. the kernel."""
     if not isinstance(kernel, Entropy | Burg):
-        raise ValueError(f"bregman_proximal_gradient supports Entropy and Burg, got {kernel!r}")
+        raise ValueError(
+            f"kernel must be Entropy() or Burg() for bregman_proximal_gradient, got {kernel!r}"
+        )
+    x0 = _as_float64(x0, "x0")
     check_array(x0, "x0", ndim=1)
     check_int(max_iter, "max_iter", low=1)
     check_range(L, "L", low=0.0, low_inclusive=False)
+    if not math.isfinite(L):
+        raise ValueError(f"L must be a finite number > 0, got {L!r}")
     x0 = jnp.asarray(x0)
     if not bool(jnp.all(x0 > 0)) or abs(float(x0.sum()) - 1) > 1e-8:
         raise ValueError("bregman_proximal_gradient needs x0 > 0 with sum(x0) = 1")

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean
 from iclr26.bregman_fw.problems import (
     Problem,
@@ -84,10 +85,13 @@ class Method:
 
 
 def _solve(p: Problem, m: Method, max_iter: int, step: StepRule):
+    """A fixed budget of ``max_iter`` iterations (``tol=0``, no stall stop): the curves compare
+    methods iteration by iteration."""
     kernel = m.kernel(p)
+    fixed = {"tol": 0.0, "patience": None}
     if m.kind == "fw":
         return frank_wolfe(
-            p.f, p.x0, p.lmo, step=step, kernel=kernel, args=p.args, max_iter=max_iter, tol=0.0
+            p.f, p.x0, p.lmo, step=step, kernel=kernel, args=p.args, max_iter=max_iter, **fixed
         )
     start = {}
     if p.vertices is not None:
@@ -105,10 +109,10 @@ def _solve(p: Problem, m: Method, max_iter: int, step: StepRule):
         kernel=kernel,
         args=p.args,
         max_iter=max_iter,
-        tol=0.0,
         pairwise=m.kind == "pfw",
         max_active=cap,
         **start,
+        **fixed,
     )
 
 

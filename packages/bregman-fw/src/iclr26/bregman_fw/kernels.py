@@ -13,12 +13,15 @@ The solvers use it to refuse a feasible set that leaves the kernel's domain.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import xlogy
+
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 
 __all__ = [
     "Burg",
@@ -32,6 +35,15 @@ __all__ = [
 ]
 
 DOMAINS = ("real", "nonnegative", "positive")
+
+
+def _check_positive(value, name: str, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    ok = value >= 0 if allow_zero else value > 0
+    if not (ok and math.isfinite(value)):
+        kind = "nonnegative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {kind} finite number, got {value!r}")
 
 
 def _sqnorm(x: jax.Array) -> jax.Array:
@@ -71,6 +83,9 @@ class Euclidean(Kernel):
     scale: float = 1.0
     name: str = field(default="euclidean", init=False)
     domain: str = field(default="real", init=False)
+
+    def __post_init__(self):
+        _check_positive(self.scale, "scale")
 
     def value(self, x):
         return 0.5 * self.scale * _sqnorm(x)
@@ -137,6 +152,12 @@ class Quartic(Kernel):
     s: float = 1.0
     name: str = field(default="quartic", init=False)
     domain: str = field(default="real", init=False)
+
+    def __post_init__(self):
+        _check_positive(self.a, "a", allow_zero=True)
+        _check_positive(self.s, "s", allow_zero=True)
+        if self.a == 0 and self.s == 0:
+            raise ValueError("Quartic needs a > 0 or s > 0 (a strictly convex kernel)")
 
     def value(self, x):
         q = _sqnorm(x)

@@ -11,12 +11,15 @@ solver needs.
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 
 __all__ = [
     "LMO",
@@ -34,8 +37,10 @@ __all__ = [
 
 
 def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
 
@@ -52,6 +57,43 @@ class LMO(abc.ABC):
     @abc.abstractmethod
     def contains(self, x, atol: float = 1e-9) -> bool:
         """Whether ``x`` lies in P (up to ``atol``); NumPy, call outside ``jax.jit``."""
+
+    # Vertex enumeration (polytopes with few vertices: simplex, truncated simplex, ℓ1 ball). The
+    # away-step solver then keeps its active set as one weight per vertex id, O(#vertices) per
+    # iteration, instead of a buffer of dense atoms. Sets without one return None here.
+
+    def vertex_count(self, shape: tuple[int, ...]) -> int | None:
+        """Number of vertices for iterates of ``shape``, or ``None`` (no enumeration)."""
+        return None
+
+    def vertex_id(self, g: jax.Array) -> jax.Array:
+        """Id of the vertex ``self(g)`` returns."""
+        raise NotImplementedError
+
+    def vertex(self, i: jax.Array, like: jax.Array) -> jax.Array:
+        """Vertex number ``i`` (shape and dtype of ``like``); ``vertex(vertex_id(g), g) == self(g)``."""
+        raise NotImplementedError
+
+    def vertex_scores(self, g: jax.Array) -> jax.Array:
+        """``⟨g, vertex(i)⟩`` for every id ``i``, shape ``(vertex_count,)``."""
+        raise NotImplementedError
+
+    def vertex_ids_of(self, atoms) -> np.ndarray | None:
+        """Ids of the vertices equal to the rows of ``atoms`` (shape ``(k, *x.shape)``; NumPy,
+        outside jit), or ``None`` if the LMO has no enumeration or some row is not a vertex."""
+        atoms = np.asarray(atoms, dtype=float)
+        if self.vertex_count(atoms.shape[1:]) is None:
+            return None
+        ids, verts = _ids_and_vertices(self, jnp.asarray(atoms))
+        ok = np.allclose(np.asarray(verts), atoms, rtol=0.0, atol=1e-12)
+        return np.asarray(ids) if ok else None
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _ids_and_vertices(lmo: LMO, atoms):
+    # the vertex maximising ⟨x, v⟩ is the one equal to x when x is a vertex
+    ids = jax.vmap(lambda x: lmo.vertex_id(-x))(atoms)
+    return ids, jax.vmap(lmo.vertex)(ids, atoms)
 
 
 @dataclass(frozen=True)
@@ -73,6 +115,19 @@ class Simplex(LMO):
     def contains(self, x, atol=1e-9):
         x = np.asarray(x, dtype=float)
         return bool(np.all(x >= -atol) and abs(x.sum() - self.radius) <= atol * max(1, x.size))
+
+    def vertex_count(self, shape):
+        return math.prod(shape)
+
+    def vertex_id(self, g):
+        return jnp.argmin(g.reshape(-1))
+
+    def vertex(self, i, like):
+        flat = like.reshape(-1)
+        return jnp.zeros_like(flat).at[i].set(self.radius).reshape(like.shape)
+
+    def vertex_scores(self, g):
+        return self.radius * g.reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -105,6 +160,21 @@ class TruncatedSimplex(LMO):
         x = np.asarray(x, dtype=float)
         return bool(np.all(x >= self.eps - atol) and abs(x.sum() - 1.0) <= atol * max(1, x.size))
 
+    def vertex_count(self, shape):
+        return math.prod(shape)
+
+    def vertex_id(self, g):
+        return jnp.argmin(g.reshape(-1))
+
+    def vertex(self, i, like):
+        flat = like.reshape(-1)
+        n = flat.shape[0]
+        return jnp.full_like(flat, self.eps).at[i].add(1.0 - n * self.eps).reshape(like.shape)
+
+    def vertex_scores(self, g):
+        flat = g.reshape(-1)
+        return self.eps * jnp.sum(flat) + (1.0 - flat.shape[0] * self.eps) * flat
+
 
 @dataclass(frozen=True)
 class L1Ball(LMO):
@@ -128,6 +198,25 @@ class L1Ball(LMO):
 
     def contains(self, x, atol=1e-9):
         return bool(np.abs(np.asarray(x, dtype=float)).sum() <= self.radius + atol)
+
+    # ids 0..n-1: +radius·eᵢ, ids n..2n-1: −radius·eᵢ
+    def vertex_count(self, shape):
+        return 2 * math.prod(shape)
+
+    def vertex_id(self, g):
+        flat = g.reshape(-1)
+        i = jnp.argmax(jnp.abs(flat))
+        return jnp.where(flat[i] >= 0, i + flat.shape[0], i)
+
+    def vertex(self, i, like):
+        flat = like.reshape(-1)
+        n = flat.shape[0]
+        val = jnp.where(i >= n, -self.radius, self.radius).astype(flat.dtype)
+        return jnp.zeros_like(flat).at[i % n].set(val).reshape(like.shape)
+
+    def vertex_scores(self, g):
+        flat = self.radius * g.reshape(-1)
+        return jnp.concatenate([flat, -flat])
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean, Kernel
 from iclr26.bregman_fw.lmo import LMO
 from iclr26.bregman_fw.steps import AdaptiveBregman, Oracle, StepRule, StepState
@@ -52,6 +53,12 @@ def frank_wolfe_transform(
         raise TypeError(f"lmo must be an iclr26.bregman_fw LMO, got {type(lmo).__name__}")
     kernel = Euclidean() if kernel is None else kernel
     step = AdaptiveBregman() if step is None else step
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a Kernel (e.g. Euclidean()), got {type(kernel).__name__}")
+    if not isinstance(step, StepRule):
+        raise TypeError(
+            f"step must be a step rule (e.g. AdaptiveBregman()), got {type(step).__name__}"
+        )
 
     def init_fn(params: Any) -> FWTransformState:
         flat, _ = ravel_pytree(params)

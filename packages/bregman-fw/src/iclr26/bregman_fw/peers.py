@@ -15,12 +15,15 @@ import importlib.metadata
 import io
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.baselines import bregman_proximal_gradient
 from iclr26.bregman_fw.experiments import (
     BACKENDS,
@@ -41,7 +44,7 @@ from iclr26.bregman_fw.steps import (
     OpenLoop,
     ShortStep,
 )
-from iclr26.shared import Report, progress, timeit
+from iclr26.shared import Report, progress
 
 __all__ = ["run_bench"]
 
@@ -50,22 +53,51 @@ PEERS = {"copt": "copt", "accbpg": "accbpg", "cvxpy": "cvxpy"}
 
 @dataclass
 class Trace:
-    """One method's run: f after each iteration and the elapsed seconds at each iteration."""
+    """One method's run: f after each iteration, and the wall seconds of repeated full runs.
+
+    ``run`` repeats the whole run (no callbacks, output discarded); the bench calls every
+    trace's ``run`` once per round, interleaved, so a load change on the machine hits all
+    methods of a round alike and the per-round ratios stay meaningful.
+    """
 
     method: str
     library: str
     f: np.ndarray
-    t: np.ndarray
+    run: Callable[[], Any] | None = None
     f_evals_per_iter: float = math.nan
     compile_s: float = math.nan
+    seconds: list[float] = field(default_factory=list)
 
     @property
     def n_iter(self) -> int:
         return len(self.f) - 1
 
+    def ms_per_iter(self, r: int | None = None) -> float:
+        """Milliseconds per iteration: median over rounds, or round ``r``."""
+        s = float(np.median(self.seconds)) if r is None else self.seconds[r]
+        return 1e3 * s / max(self.n_iter, 1)
+
     @property
-    def ms_per_iter(self) -> float:
-        return 1e3 * float(self.t[-1]) / max(self.n_iter, 1)
+    def t(self) -> np.ndarray:
+        """Seconds at each iterate (median run, uniform cost per iteration)."""
+        return np.arange(self.n_iter + 1) * self.ms_per_iter() / 1e3
+
+
+def _time_rounds(traces: list[Trace], rounds: int, bar=None, best_of: int = 3) -> None:
+    """Each round runs every trace ``best_of`` times back to back and keeps the fastest (a
+    scheduler hiccup on a shared machine otherwise dominates a run of a few milliseconds)."""
+    for _ in range(rounds):
+        for tr in traces:
+            if tr.run is None:
+                continue
+            best = math.inf
+            for _ in range(best_of):
+                t0 = time.perf_counter()
+                jax.block_until_ready(tr.run())
+                best = min(best, time.perf_counter() - t0)
+            tr.seconds.append(best)
+        if bar is not None:
+            bar.update(1)
 
 
 def peer_status() -> dict[str, tuple[str | None, str]]:
@@ -82,9 +114,16 @@ def peer_status() -> dict[str, tuple[str | None, str]]:
 
 
 def _ours(p: Problem, m: Method, max_iter: int) -> Trace:
-    r = run_method(p, m, max_iter)
-    t = np.linspace(0.0, r.seconds, r.n_iter + 1)  # compiled loop: uniform cost per iteration
-    return Trace(m.name, "bregman-fw (JAX)", r.f, t, r.n_f_evals / max(r.n_iter, 1), r.compile_s)
+    r = run_method(p, m, max_iter)  # compiles, runs once, keeps f
+    step = m.step(p)
+    return Trace(
+        m.name,
+        "bregman-fw (JAX)",
+        r.f,
+        lambda: _solve(p, m, max_iter, step),
+        r.n_f_evals / max(r.n_iter, 1),
+        r.compile_s,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,73 +187,63 @@ def _copt_runs(A, b, alpha, x0, L, max_iter) -> list[Trace]:
             },
         ),
     ):
-        fs, ts = [float(fun(x0)[0])], [0.0]
+        fs = [float(fun(x0)[0])]
         counted = {"n": 0}
 
         def counting(x, _fun=fun, counted=counted):
             counted["n"] += 1
             return _fun(x)
 
-        start = time.perf_counter()
-
-        def callback(kw, fs=fs, ts=ts, start=start):
+        def callback(kw, fs=fs):
             if "f_next" in kw and len(fs) <= max_iter:
                 fs.append(float(kw["f_next"]))
-                ts.append(time.perf_counter() - start)
 
         with contextlib.redirect_stdout(io.StringIO()):
             copt.minimize_frank_wolfe(
                 counting, x0.copy(), jac=True, max_iter=max_iter, tol=0.0, callback=callback, **kw
             )
+
+        def run(kw=kw):
+            with contextlib.redirect_stdout(io.StringIO()):
+                copt.minimize_frank_wolfe(
+                    fun, x0.copy(), jac=True, max_iter=max_iter, tol=0.0, **kw
+                )
+
         out.append(
             Trace(
                 label,
                 f"copt {importlib.metadata.version('copt')}",
                 np.array(fs),
-                np.array(ts),
+                run,
                 counted["n"] / max(len(fs) - 1, 1),
             )
         )
     return out
 
 
-def _machine_limits(A) -> tuple[float, float]:
-    """Seconds per pass over A (compiled loop of matvecs) and the float64 matmul GFLOP/s."""
+def _pass_timers(A) -> dict[str, Callable[[], Any]]:
+    """One pass over A each call (``passes`` × 2 products A@x, Aᵀy, averaged): compiled JAX and
+    NumPy (BLAS), the machine's memory-bandwidth reference."""
+    reps = 20
 
     @jax.jit
-    def passes(A, x):
+    def jax_passes(A, x):
         def body(_, y):
-            return y + 1e-12 * ((A @ y) @ A)  # the products value_and_grad does
+            return y + 1e-12 * ((A @ y) @ A)  # the two products value_and_grad does
 
-        return jax.lax.fori_loop(0, 50, body, x)
+        return jax.lax.fori_loop(0, reps, body, x)
 
-    x = jnp.ones(A.shape[1])
-    t_pass = timeit(lambda: passes(A, x), repeats=5, warmup=1).median / 100
-    M = jnp.asarray(np.random.default_rng(0).standard_normal((1024, 1024)))
-    mm = jax.jit(lambda a: a @ a)
-    t_mm = timeit(lambda: mm(M), repeats=5, warmup=1).median
-    return t_pass, 2 * 1024**3 / t_mm / 1e9
+    An = np.asarray(A)
+    xj, xn = jnp.ones(A.shape[1]), np.ones(A.shape[1])
+    jax.block_until_ready(jax_passes(A, xj))
 
+    def numpy_passes():
+        y = xn
+        for _ in range(reps):
+            y = y + 1e-12 * ((An @ y) @ An)
+        return y
 
-def _time_copt(A, b, alpha, x0, max_iter):
-    """Median wall time of copt's backtracking FW for ``max_iter`` iterations (5 runs)."""
-    import copt
-
-    m = A.shape[0]
-
-    def fun(x):
-        r = A @ x - b
-        return 0.5 * (r @ r) / m, A.T @ r / m
-
-    lmo = copt.constraint.L1Ball(alpha).lmo
-
-    def once():
-        with contextlib.redirect_stdout(io.StringIO()):
-            copt.minimize_frank_wolfe(
-                fun, x0.copy(), lmo, jac=True, step="backtracking", max_iter=max_iter, tol=0.0
-            )
-
-    return timeit(once, repeats=5, warmup=0)
+    return {"jax": lambda: jax_passes(A, xj), "numpy": numpy_passes, "reps": 2 * reps}
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,23 +276,31 @@ def _accbpg_dopt(H, max_iter) -> list[Trace]:
         ("accbpg D_opt_FW (exact step)", accbpg.D_opt_FW),
         ("accbpg D_opt_FW_away (exact step)", accbpg.D_opt_FW_away),
     ):
-        with contextlib.redirect_stdout(io.StringIO()):
-            _, F, _, _, T = fn(H, x0.copy(), 0.0, max_iter + 1, verbose=False)
+
+        def run(fn=fn):
+            with contextlib.redirect_stdout(io.StringIO()):
+                return fn(H, x0.copy(), 0.0, max_iter + 1, verbose=False)
+
+        _, F, _, _, T = run()
         k = len(np.trim_zeros(T, "b")) or len(T)
-        out.append(Trace(label, version, F[:k], T[:k] - T[0], 1.0))
-    with contextlib.redirect_stdout(io.StringIO()):
-        _, F, _, T = accbpg.BPG(
-            accbpg.DOptimalObj(H),
-            accbpg.BurgEntropySimplex(),
-            1.0,
-            x0.copy(),
-            max_iter + 1,
-            epsilon=-np.inf,
-            linesearch=True,
-            verbose=False,
-        )
+        out.append(Trace(label, version, F[:k], run, 1.0))
+
+    def run_bpg():
+        with contextlib.redirect_stdout(io.StringIO()):
+            return accbpg.BPG(
+                accbpg.DOptimalObj(H),
+                accbpg.BurgEntropySimplex(),
+                1.0,
+                x0.copy(),
+                max_iter + 1,
+                epsilon=-np.inf,
+                linesearch=True,
+                verbose=False,
+            )
+
+    _, F, _, T = run_bpg()
     k = len(np.trim_zeros(T, "b")) or len(T)
-    out.append(Trace("accbpg BPG (Burg, line search)", version, F[:k], T[:k] - T[0]))
+    out.append(Trace("accbpg BPG (Burg, line search)", version, F[:k], run_bpg))
     return out
 
 
@@ -298,53 +335,65 @@ def _accbpg_kl(A, b, L, max_iter) -> list[Trace]:
 
     n = A.shape[1]
     x0 = np.full(n, 1.0 / n)
-    with contextlib.redirect_stdout(io.StringIO()):
-        _, F, _, T = accbpg.BPG(
-            accbpg.KLdivRegression(A, b),
-            accbpg.ShannonEntropySimplex(),
-            L,
-            x0,
-            max_iter + 1,
-            epsilon=-np.inf,
-            linesearch=False,
-            verbose=False,
-        )
+
+    def run():
+        with contextlib.redirect_stdout(io.StringIO()):
+            return accbpg.BPG(
+                accbpg.KLdivRegression(A, b),
+                accbpg.ShannonEntropySimplex(),
+                L,
+                x0.copy(),
+                max_iter + 1,
+                epsilon=-np.inf,
+                linesearch=False,
+                verbose=False,
+            )
+
+    _, F, _, T = run()
     k = len(np.trim_zeros(T, "b")) or len(T)
     return [
         Trace(
             "accbpg BPG (entropy, 1/L)",
             f"accbpg {importlib.metadata.version('accbpg')}",
             F[:k],
-            T[:k] - T[0],
+            run,
             1.0,
         )
     ]
 
 
 def _our_bpg(p: Problem, kernel, max_iter: int, label: str) -> Trace:
+    def run():
+        return bregman_proximal_gradient(p.f, p.x0, kernel, p.L_rel, args=p.args, max_iter=max_iter)
+
     t0 = time.perf_counter()
-    jax.block_until_ready(
-        bregman_proximal_gradient(p.f, p.x0, kernel, p.L_rel, args=p.args, max_iter=max_iter)
-    )
+    jax.block_until_ready(run())
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    r = jax.block_until_ready(
-        bregman_proximal_gradient(p.f, p.x0, kernel, p.L_rel, args=p.args, max_iter=max_iter)
-    )
+    r = jax.block_until_ready(run())
     s = time.perf_counter() - t0
     f = np.asarray(r.f_hist)
-    return Trace(label, "bregman-fw (JAX)", f, np.linspace(0, s, len(f)), 2.0, max(first - s, 0.0))
+    return Trace(label, "bregman-fw (JAX)", f, run, 2.0, max(first - s, 0.0))
 
 
 # --------------------------------------------------------------------------------------------
 # tables
 
 
-def _time_to(tr: Trace, f_ref: float, thr: float) -> tuple[int | None, float | None]:
+def _iters_to(tr: Trace, f_ref: float, thr: float) -> int | None:
     hit = np.flatnonzero(tr.f - f_ref <= thr)
-    if not hit.size:
-        return None, None
-    return int(hit[0]), float(tr.t[hit[0]])
+    return int(hit[0]) if hit.size else None
+
+
+def _time_to(tr: Trace, f_ref: float, thr: float, r: int | None = None) -> float | None:
+    """Seconds to a primal gap ``thr``: iterations × ms/iter (median over rounds, or round r)."""
+    it = _iters_to(tr, f_ref, thr)
+    return None if it is None else it * tr.ms_per_iter(r) / 1e3
+
+
+def _spread(values) -> str:
+    v = np.asarray(values, float)
+    return f"{np.median(v):.3g} [{v.min():.3g}, {v.max():.3g}]"
 
 
 def _rows(problem: str, traces: list[Trace], f_ref: float) -> list[dict]:
@@ -358,30 +407,41 @@ def _rows(problem: str, traces: list[Trace], f_ref: float) -> list[dict]:
         }
         row["final primal gap"] = float(max(tr.f[-1] - f_ref, 0.0))
         for thr in THRESHOLDS:
-            it, sec = _time_to(tr, f_ref, thr)
-            row[f"iters/s to {thr:.0e}"] = "—" if it is None else f"{it} / {sec:.3g}"
+            it = _iters_to(tr, f_ref, thr)
+            row[f"iters / s to {thr:.0e}"] = (
+                "—" if it is None else f"{it} / {_time_to(tr, f_ref, thr):.3g}"
+            )
         row["f-evals/iter"] = tr.f_evals_per_iter
-        row["ms/iter"] = tr.ms_per_iter
+        ms = [tr.ms_per_iter(r) for r in range(len(tr.seconds))]
+        row["ms/iter median [min, max]"] = _spread(ms) if ms else "—"
         row["compile s"] = tr.compile_s
         rows.append(row)
     return rows
 
 
-def _best_time(traces: list[Trace], f_ref: float, thr: float, ours: bool) -> float:
-    times = [
-        _time_to(t, f_ref, thr)[1] for t in traces if t.library.startswith("bregman-fw") == ours
-    ]
-    times = [t for t in times if t is not None]
-    return min(times) if times else math.inf
+def _best_time(
+    traces: list[Trace], f_ref: float, thr: float, ours: bool, r: int | None = None
+) -> tuple[float, str]:
+    """Fastest time to ``thr`` among this package's traces (or the peers') and its method."""
+    best, name = math.inf, "—"
+    for tr in traces:
+        if tr.library.startswith("bregman-fw") != ours:
+            continue
+        sec = _time_to(tr, f_ref, thr, r)
+        if sec is not None and sec < best:
+            best, name = sec, tr.method
+    return best, name
 
 
 def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     claim = (
-        "A jit-compiled JAX Frank–Wolfe iteration is at least 5x faster than copt's at n = 2000, and "
-        "this package reaches a 1e-6 primal gap no later than the best peer on each problem."
+        "A jit-compiled JAX Frank–Wolfe iteration is at least 5x faster than copt's at n = 2000 (or, "
+        "where both sit at the memory-bandwidth bound, as close to it), and this package reaches a 1e-6 "
+        "primal gap no later than the best peer on each problem."
     )
     it = 500 if quick else 2000
-    cfg = {"quick": quick, "max_iter": it}
+    rounds = 5 if quick else 7
+    cfg = {"quick": quick, "max_iter": it, "timing_rounds": rounds}
     report = Report(
         PACKAGE,
         "bench",
@@ -398,7 +458,7 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
         if s != "ok":
             report.note(f"peer {k} is not available ({s}); its rows are missing from the tables.")
     ok = {k for k, (_, s) in status.items() if s == "ok"}
-    bar = progress(enabled=show_progress, total=3, desc="bench problems", unit="problem")
+    bar = progress(enabled=show_progress, total=3 * rounds, desc="bench rounds", unit="round")
     panels, all_rows = [], []
 
     # ---- B1 least squares over the l1 ball, n = 2000
@@ -414,63 +474,18 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     traces = [_ours(p, mm, it) for mm in ours]
     if "copt" in ok:
         traces += _copt_runs(A, b, alpha, np.asarray(p.x0), p.L_euc, it)
+    # the machine's memory bandwidth, timed in the same rounds as the solvers
+    timers = _pass_timers(p.args[0])
+    passes = [
+        Trace("pass over A (JAX)", "machine", np.zeros(timers["reps"] + 1), timers["jax"]),
+        Trace("pass over A (NumPy)", "machine", np.zeros(timers["reps"] + 1), timers["numpy"]),
+    ]
+    _time_rounds(traces + passes, rounds, bar)
     f_ref = 0.0  # exact: b = A x_true with x_true on the ball's boundary
     all_rows += _rows(p.name, traces, f_ref)
     panels.append((p.name, {t.method: [np.maximum(t.f - f_ref, 0)] for t in traces}, {}))
-    # per-iteration speed and the memory-bandwidth bound of the work
-    # (medians of repeated runs: single runs on a shared 2-core machine vary by 2-5x)
-    euc = ours[0]
-    ours_timing = timeit(lambda: _solve(p, euc, it, euc.step(p)), repeats=5, warmup=1)
-    ours_ms = 1e3 * ours_timing.median / it
-    t_pass, peak = _machine_limits(p.args[0])
-    evals = next(t.f_evals_per_iter for t in traces if t.method == "EucFW (Pedregosa)")
-    passes = 2 + (evals - 1)  # value_and_grad reads A twice, each extra trial once
-    bound_ms = 1e3 * passes * t_pass
-    gflops = 2 * m1 * 2000 * passes / (ours_ms * 1e-3) / 1e9
-    report.add_table(
-        "B1 per-iteration cost at n = 2000 vs this machine's limits",
-        [
-            {
-                "method": "EucFW (JAX, jit)",
-                "ms/iter": ours_ms,
-                "passes over A/iter": passes,
-                "bandwidth bound ms/iter": bound_ms,
-                "fraction of bandwidth bound": bound_ms / ours_ms,
-                "GFLOP/s": gflops,
-                "matmul peak GFLOP/s": peak,
-                "fraction of FLOP peak": gflops / peak,
-            }
-        ],
-    )
-    report.note(
-        "The EucFW iteration runs at the fraction of the bandwidth bound shown above; copt's NumPy iteration is "
-        "also matrix-vector work over the same A, so a 5x per-iteration speed-up at this size would need the JAX "
-        "loop to beat the machine's memory bandwidth. The speed-up over copt comes from fusing the loop and "
-        "removing Python overhead, which matters for small problems, not from faster arithmetic."
-    )
-    report.note(
-        "Bandwidth bound: passes over A per iteration x the time of one pass measured inside a compiled loop of "
-        "A@x / Aᵀy products (no dispatch overhead). FLOP peak: a compiled 1024x1024 float64 matmul. FW on least "
-        "squares is matrix-vector work, so the bandwidth bound is the relevant limit."
-    )
-    if "copt" in ok:
-        copt_timing = _time_copt(A, b, alpha, np.asarray(p.x0), it)
-        copt_ms = 1e3 * copt_timing.median / it
-        speed = copt_ms / ours_ms
-        report.check(
-            "B1: JAX FW iteration >= 5x faster than copt's at n = 2000",
-            speed >= 5,
-            f"{speed:.1f}x ({ours_ms:.3f} vs {copt_ms:.3f} ms/iter, medians of 5 runs of {it} iterations)",
-        )
-        report.metric("speedup per iteration vs copt (n=2000)", speed)
-    else:
-        report.check(
-            "B1: JAX FW iteration >= 5x faster than copt's at n = 2000",
-            False,
-            "copt unavailable: not measured",
-        )
-    _time_check(report, "B1", traces, f_ref)
-    bar.update(1)
+    _roofline(report, traces, passes, A, rounds)
+    _time_check(report, "B1", traces, f_ref, rounds)
 
     # ---- B2 D-optimal design on the simplex
     m2, n2 = (10, 100) if quick else (20, 400)
@@ -485,6 +500,7 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     traces2.append(_our_bpg(p2, Burg(), it, "BPG (Burg, 1/L)"))
     if "accbpg" in ok:
         traces2 += _accbpg_dopt(H, it)
+    _time_rounds(traces2, rounds, bar)
     f_ref2 = min(float(np.nanmin(t.f)) for t in traces2)
     if "cvxpy" in ok:
         try:
@@ -498,8 +514,8 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
             report.note(f"B2 cvxpy failed: {type(err).__name__}: {err}")
     all_rows += _rows(p2.name, traces2, f_ref2)
     panels.append((p2.name, {t.method: [np.maximum(t.f - f_ref2, 0)] for t in traces2}, {}))
-    _time_check(report, "B2", traces2, f_ref2)
-    bar.update(1)
+    _time_check(report, "B2", traces2, f_ref2, rounds)
+    _dopt_stopping(report, p2)
 
     # ---- B3 KL regression, entropy kernel
     p3 = (
@@ -520,6 +536,7 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     if "accbpg" in ok:
         A3, b3 = (np.asarray(a) for a in p3.args)
         traces3 += _accbpg_kl(A3, b3, p3.L_rel, it)
+    _time_rounds(traces3, rounds, bar)
     if "accbpg" in ok:
         ours_bpg = next(t.f for t in traces3 if t.method == "BPG (entropy, 1/L)")
         peer_bpg = next(t.f for t in traces3 if t.method.startswith("accbpg BPG"))
@@ -538,8 +555,7 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
             report.note(f"B3 cvxpy failed: {type(err).__name__}: {err}")
     all_rows += _rows(p3.name, traces3, 0.0)
     panels.append((p3.name, {t.method: [np.maximum(t.f, 0)] for t in traces3}, {}))
-    _time_check(report, "B3", traces3, 0.0)
-    bar.update(1)
+    _time_check(report, "B3", traces3, 0.0, rounds)
     bar.close()
 
     report.add_table(
@@ -547,11 +563,15 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     )
     report.add_figure("bench_primal_gap", _plot_panels(panels, "primal gap f − f*"))
     report.note(
-        "Seconds for this package are the compiled run's time spread uniformly over its iterations (the loop is one "
-        "XLA computation); compile time is reported separately. Peers' seconds are wall-clock time stamps per "
-        "iteration from their callbacks or returned timers. f* = 0 exactly for least squares (noise-free data, "
-        "optimum on the ball's boundary) and KL regression (exact data); for D-optimal design it is the best value "
-        "of cvxpy and every run."
+        f"Timing: every method's full run is repeated in {rounds} interleaved rounds (round r runs each "
+        "method 3 times back to back and keeps the fastest), so a change of load on the shared machine "
+        "hits every method of a round alike; "
+        "ms/iter is the median over rounds with [min, max]; seconds to a gap = iterations to it x the "
+        "median ms/iter (the compiled loop is one XLA computation, so its cost is spread uniformly; the "
+        "same rule is applied to the peers); ratios are taken within each round and reported as "
+        "median [min, max]. Compile time is reported separately. f* = 0 exactly for least squares "
+        "(noise-free data, optimum on the ball's boundary) and KL regression (exact data); for "
+        "D-optimal design it is the best value of cvxpy and every run."
     )
     report.note(
         "FrankWolfe.jl is not benchmarked: Julia cannot be installed offline. FWJLAdaptive re-implements its Adaptive test."
@@ -559,26 +579,120 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     return report
 
 
-def _time_check(report: Report, label: str, traces: list[Trace], f_ref: float) -> None:
-    ours = _best_time(traces, f_ref, 1e-6, ours=True)
-    peers = _best_time(traces, f_ref, 1e-6, ours=False)
+def _roofline(report: Report, traces: list[Trace], passes: list[Trace], A, rounds: int) -> None:
+    """B1 per-iteration cost of EucFW (JAX) and copt's backtracking FW against the machine's
+    memory-bandwidth bound, measured in the same rounds."""
+    nbytes = A.size * A.itemsize
+    t_pass = [min(q.seconds[r] / q.n_iter for q in passes) for r in range(rounds)]
+    bw = [nbytes / t / 1e9 for t in t_pass]
+    pairs = [
+        ("EucFW (Pedregosa)", "EucFW (JAX, jit)"),
+        ("copt FW backtracking", "copt FW backtracking (NumPy)"),
+    ]
+    rows, frac = [], {}
+    for name, label in pairs:
+        tr = next((t for t in traces if t.method == name), None)
+        if tr is None:
+            continue
+        n_passes = 2.0 * tr.f_evals_per_iter  # every evaluation is a value-and-grad: A@x, Aᵀr
+        ms = [tr.ms_per_iter(r) for r in range(rounds)]
+        bound = [1e3 * n_passes * t_pass[r] for r in range(rounds)]
+        frac[name] = [bound[r] / ms[r] for r in range(rounds)]
+        rows.append(
+            {
+                "method": label,
+                "ms/iter median [min, max]": _spread(ms),
+                "passes over A/iter": n_passes,
+                "bandwidth bound ms/iter": float(np.median(bound)),
+                "fraction of bound median [min, max]": _spread(frac[name]),
+            }
+        )
+    report.add_table(
+        f"B1 per-iteration cost at n = 2000 vs the memory-bandwidth roofline ({nbytes / 1e6:.0f} MB matrix; "
+        f"measured bandwidth {_spread(bw)} GB/s)",
+        rows,
+    )
+    report.note(
+        "Roofline: the bandwidth is bytes of A / the fastest of a compiled JAX loop and a NumPy loop of A@x, "
+        "Aᵀy products, timed in the same rounds as the solvers; a solver's bound is its passes over A per "
+        "iteration x that time. FW on least squares is matrix-vector work: an iteration at its bound cannot be "
+        "made faster except by reading A fewer times."
+    )
+    ours_name, peer_name = pairs[0][0], pairs[1][0]
+    if peer_name not in frac or ours_name not in frac:
+        report.check(
+            "B1: JAX FW iteration >= 5x faster than copt's at n = 2000",
+            False,
+            "copt unavailable: not measured",
+        )
+        return
+    ours_tr = next(t for t in traces if t.method == ours_name)
+    peer_tr = next(t for t in traces if t.method == peer_name)
+    speed = [peer_tr.ms_per_iter(r) / ours_tr.ms_per_iter(r) for r in range(rounds)]
+    both_at_bound = min(np.median(frac[ours_name]), np.median(frac[peer_name])) >= 0.5
+    report.check(
+        "B1: JAX FW iteration >= 5x faster than copt's at n = 2000",
+        float(np.median(speed)) >= 5,
+        f"{_spread(speed)}x per iteration (copt ms / ours ms, per round); fraction of the bandwidth bound: "
+        f"ours {_spread(frac[ours_name])}, copt {_spread(frac[peer_name])}"
+        + ("; both sit at the bound, so 5x is out of reach at this size" if both_at_bound else ""),
+    )
+    ratio = [frac[ours_name][r] / frac[peer_name][r] for r in range(rounds)]
+    report.check(
+        "B1: JAX FW iteration at least as close to the bandwidth roofline as copt's",
+        float(np.median(ratio)) >= 1.0,
+        f"roofline ratio (our fraction / copt's) {_spread(ratio)}",
+    )
+    report.metric("speedup per iteration vs copt (n=2000)", float(np.median(speed)))
+    report.metric("roofline ratio vs copt (n=2000)", float(np.median(ratio)))
+
+
+def _dopt_stopping(report: Report, p: Problem) -> None:
+    """What a user sees at the default tolerance on D-optimal design (FW gap ~ sqrt(primal gap))."""
+    from iclr26.bregman_fw.experiments import _weights
+    from iclr26.bregman_fw.solvers import STATUS, away_frank_wolfe
+
+    kw = {"step": EuclideanAdaptive(), "args": p.args, "atoms": p.vertices, "weights": _weights(p)}
+    r = away_frank_wolfe(p.f, p.x0, p.lmo, max_iter=5000, **kw)
+    o = away_frank_wolfe(p.f, p.x0, p.lmo, max_iter=5000, patience=None, **kw)
+    report.note(
+        f"B2 at the default stopping rules (tol = 1e-7, patience = 20): EucAFW stopped after "
+        f"{int(r.n_iter)} iterations, status '{STATUS[int(r.status)].split(':')[0]}', FW gap "
+        f"{float(r.gap):.2e}, f = {float(r.f):.15g}. The FW gap shrinks like the square root of the "
+        "primal gap here, so f stops changing at float64 resolution while the gap is still above 1e-7, "
+        "and the stall rule ends the run. With patience=None the same run ended after "
+        f"{int(o.n_iter)} iterations with status '{STATUS[int(o.status)].split(':')[0]}', FW gap "
+        f"{float(o.gap):.2e}, f = {float(o.f):.15g} (the iterates creep on at round-off level)."
+    )
+
+
+def _time_check(report: Report, label: str, traces: list[Trace], f_ref: float, rounds: int) -> None:
+    name = f"{label}: time to 1e-6 no worse than the best peer"
     has_peer = any(not t.library.startswith("bregman-fw") for t in traces)
     if not has_peer:
-        report.check(
-            f"{label}: time to 1e-6 no worse than the best peer", False, "no peer available"
-        )
+        report.check(name, False, "no peer available")
         return
+    ours, ours_m = _best_time(traces, f_ref, 1e-6, ours=True)
+    peers, peer_m = _best_time(traces, f_ref, 1e-6, ours=False)
     if not (math.isfinite(ours) or math.isfinite(peers)):
+        report.check(name, False, "inconclusive: nobody reached 1e-6 in the budget")
+        return
+    if not math.isfinite(peers):
+        report.check(name, True, f"this package {ours:.3g} s ({ours_m}); no peer reached 1e-6")
+        return
+    if not math.isfinite(ours):
         report.check(
-            f"{label}: time to 1e-6 no worse than the best peer",
-            False,
-            "inconclusive: nobody reached 1e-6 in the budget",
+            name, False, f"this package did not reach 1e-6; best peer {peers:.3g} s ({peer_m})"
         )
         return
+    ratio = [
+        _best_time(traces, f_ref, 1e-6, True, r)[0] / _best_time(traces, f_ref, 1e-6, False, r)[0]
+        for r in range(rounds)
+    ]
     report.check(
-        f"{label}: time to 1e-6 no worse than the best peer",
-        ours <= peers,
-        f"this package {ours:.3g} s vs best peer {peers:.3g} s",
+        name,
+        float(np.median(ratio)) <= 1.0,
+        f"this package {ours:.3g} s ({ours_m}) vs best peer {peers:.3g} s ({peer_m}); "
+        f"ours/peer per round {_spread(ratio)}",
     )
-    if math.isfinite(ours) and math.isfinite(peers):
-        report.metric(f"{label} time-to-1e-6 ratio (peer/ours)", peers / ours)
+    report.metric(f"{label} time-to-1e-6 ratio (peer/ours)", 1.0 / float(np.median(ratio)))

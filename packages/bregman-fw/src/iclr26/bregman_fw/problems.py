@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlogy
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.data import regression_data, sparse_simplex_point
 from iclr26.bregman_fw.kernels import Burg, Entropy, Euclidean, Kernel, Quartic
 from iclr26.bregman_fw.lmo import LMO, KSparse, L2Ball, Simplex, TruncatedSimplex
@@ -68,6 +69,13 @@ class Problem:
     def objective(self, x: jax.Array) -> jax.Array:
         """f(x) with this problem's data."""
         return self.f(x, *self.args)
+
+
+def _finite_positive(value, name: str) -> float:
+    v = check_range(value, name, low=0.0, low_inclusive=False)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
 
 
 def _j(a) -> jax.Array:
@@ -144,6 +152,7 @@ def poisson_inverse(
     check_int(m, "m", low=1)
     check_int(n, "n", low=2)
     check_range(eps, "eps", low=0.0, high=1.0 / n, low_inclusive=False, high_inclusive=False)
+    _finite_positive(counts, "counts")
     rng = np.random.default_rng(seed)
     A = rng.uniform(0.0, 1.0, (m, n))
     x_true = sparse_simplex_point(n, max(1, n // 3), rng)
@@ -167,9 +176,11 @@ def poisson_inverse(
 
 
 def dopt_objective(x, H):
-    """−log det(H diag(x) Hᵀ)."""
-    sign, logdet = jnp.linalg.slogdet((H * x) @ H.T)
-    return jnp.where(sign > 0, -logdet, jnp.inf)
+    """−log det(H diag(x) Hᵀ) = −2 Σ log diag(chol(H diag(x) Hᵀ)); +inf where the matrix is not
+    positive definite. (A Cholesky factor costs half an LU and its derivative is cheaper.)"""
+    L = jnp.linalg.cholesky((H * x) @ H.T)
+    val = -2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+    return jnp.where(jnp.isnan(val), jnp.inf, val)
 
 
 def d_optimal(m: int = 10, n: int = 60, *, eps: float = 1e-3, seed: int = 0) -> Problem:
@@ -199,6 +210,7 @@ def d_optimal_symmetric(*, eps: float = 1e-3) -> Problem:
     """D-optimal design on the three vertices of an equilateral triangle in R² (unit vectors at
     0°, 120°, 240°): by Kiefer–Wolfowitz the unique optimum is x* = (1/3, 1/3, 1/3) with
     H diag(x*) Hᵀ = I/2 and f* = log 4."""
+    check_range(eps, "eps", low=0.0, high=1.0 / 3.0, low_inclusive=False, high_inclusive=False)
     angles = 2.0 * np.pi * np.arange(3) / 3.0
     H = np.stack([np.cos(angles), np.sin(angles)])
     x0 = np.array([0.6, 0.3, 0.1])
@@ -300,7 +312,11 @@ def lp_regression(
     scikit-learn) or ``"synthetic"`` (heavy-tailed noise; m, n, seed). The kernel is Euclidean.
     """
     check_range(p, "p", low=1.0, high=2.0, low_inclusive=False)
-    check_range(radius, "radius", low=0.0, low_inclusive=False)
+    _finite_positive(radius, "radius")
+    if data not in ("diabetes", "breast_cancer", "synthetic"):
+        raise ValueError(
+            f"data must be one of 'diabetes', 'breast_cancer', 'synthetic'; got {data!r}"
+        )
     A, b = regression_data(data, m=m, n=n, seed=seed)
     r = radius * float(np.linalg.norm(np.linalg.lstsq(A, b, rcond=None)[0]))
     return Problem(
@@ -343,7 +359,7 @@ def quadratic_simplex(
     """
     check_int(n, "n", low=2)
     check_int(support, "support", low=1, high=n - 1)
-    check_range(margin, "margin", low=0.0, low_inclusive=False)
+    _finite_positive(margin, "margin")
     rng = np.random.default_rng(seed)
     x_star = sparse_simplex_point(n, support, rng)
     y = np.where(x_star > 0, x_star, -margin)

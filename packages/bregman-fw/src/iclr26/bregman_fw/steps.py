@@ -21,6 +21,7 @@ paper text: see the README); with ``γ_max = 1`` this is exactly Algorithm 2.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,6 +29,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean
 
 __all__ = [
@@ -73,6 +75,35 @@ def _vdot(a, b):
     return jnp.sum(a * b)
 
 
+def _num(value, name: str, low: float, high: float = math.inf, *, low_open=True, high_open=False):
+    """A real hyperparameter in an interval (finite unless ``high`` is inf and open)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    below = v <= low if low_open else v < low
+    above = v >= high if high_open else v > high
+    if math.isnan(v) or math.isinf(v) or below or above:
+        left = "(" if low_open else "["
+        right = ")" if high_open or math.isinf(high) else "]"
+        raise ValueError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value!r}")
+
+
+def _count(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _check_adaptive(rule) -> None:
+    _num(rule.eta, "eta", 0.0, 1.0)
+    _num(rule.tau, "tau", 1.0)
+    if rule.L0 is not None:
+        _num(rule.L0, "L0", 0.0)
+    _count(rule.max_backtracks, "max_backtracks")
+    _num(rule.max_estimate, "max_estimate", 0.0)
+
+
 def _info(M, kappa, n_evals, accepted, bound) -> StepInfo:
     f64 = jnp.result_type(float)
     return StepInfo(
@@ -89,12 +120,22 @@ def _nan_state() -> StepState:
 
 
 class StepRule:
-    """Base class: ``init`` returns a state with no estimate; subclasses implement ``__call__``."""
+    """Base class: ``init`` returns a state with no estimate; subclasses implement ``__call__``.
+
+    Rules whose trials evaluate ``value_and_grad`` at ``x + γd`` override :meth:`apply` to hand
+    the accepted point's value and gradient to the solver, which then skips its own evaluation.
+    """
 
     name: str = "step"
 
     def init(self, problem, x, fx, grad, d, gamma_max, kernel) -> StepState:
         return _nan_state()
+
+    def apply(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
+        """``(gamma, state, info, point)``: ``point`` is ``(f, ∇f)`` at ``x + γd`` when the rule
+        evaluated it, else ``None`` (the solver evaluates it)."""
+        gamma, state, info = self(problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state)
+        return gamma, state, info, None
 
 
 @dataclass(frozen=True)
@@ -103,6 +144,9 @@ class OpenLoop(StepRule):
 
     ell: float = 2.0
     name = "open-loop"
+
+    def __post_init__(self):
+        _num(self.ell, "ell", 0.0)
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         gamma = jnp.minimum(self.ell / (t + self.ell), gamma_max)
@@ -115,6 +159,9 @@ class ShortStep(StepRule):
 
     L: float = 1.0
     name = "short"
+
+    def __post_init__(self):
+        _num(self.L, "L", 0.0)
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         dd = _vdot(d, d)
@@ -147,6 +194,10 @@ class BregmanShortStep(StepRule):
     nu: float = 1.0
     name = "bregman-short"
 
+    def __post_init__(self):
+        _num(self.L, "L", 0.0)
+        _num(self.nu, "nu", 0.0, 1.0)
+
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         D = kernel.divergence(_endpoint(x, d, gamma_max, kernel), x)
         gamma = _bregman_gamma(g_d, gamma_max, self.L, self.nu, D)
@@ -172,6 +223,7 @@ class _Backtrack(NamedTuple):
     accepted: jax.Array
     gamma: jax.Array
     f_new: jax.Array
+    g_new: jax.Array
     bound: jax.Array
 
 
@@ -211,16 +263,13 @@ class AdaptiveBregman(StepRule):
     name = "adaptive-bregman"
 
     def __post_init__(self):
-        if not (0 < self.eta <= 1 and self.tau > 1 and 0 < self.beta <= 1):
-            raise ValueError(
-                f"need 0 < eta <= 1, tau > 1, 0 < beta <= 1; got eta={self.eta}, tau={self.tau}, beta={self.beta}"
-            )
-        if not (0 < self.kappa_min <= self.kappa0 <= 1):
-            raise ValueError(
-                f"need 0 < kappa_min <= kappa0 <= 1, got {self.kappa_min}, {self.kappa0}"
-            )
-        if self.max_backtracks < 1:
-            raise ValueError(f"max_backtracks must be >= 1, got {self.max_backtracks}")
+        _check_adaptive(self)
+        _num(self.beta, "beta", 0.0, 1.0)
+        _num(self.kappa0, "kappa0", 0.0, 1.0)
+        _num(self.kappa_min, "kappa_min", 0.0, self.kappa0)
+        _num(self.rtol, "rtol", 0.0, 1.0, low_open=False)
+        if not isinstance(self.kappa_reset, bool):
+            raise TypeError(f"kappa_reset must be True or False, got {self.kappa_reset!r}")
 
     def init(self, problem, x, fx, grad, d, gamma_max, kernel):
         if self.L0 is not None:
@@ -230,15 +279,20 @@ class AdaptiveBregman(StepRule):
         return StepState(L, jnp.asarray(self.kappa0, L.dtype))
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
+        return self.apply(problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state)[:3]
+
+    def apply(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         D = kernel.divergence(_endpoint(x, d, gamma_max, kernel), x)
         M0 = jnp.minimum(self.eta * state.L, self.max_estimate)
         k0 = jnp.asarray(self.kappa0, M0.dtype) if self.kappa_reset else state.kappa
 
+        # Each trial evaluates f and ∇f together (as copt does): the accepted trial's gradient is
+        # the next iterate's, so an iteration costs one value-and-grad per trial and no more.
         def trial(M, kappa):
             gamma = _bregman_gamma(g_d, gamma_max, M, kappa, D)
-            f_new = problem.f(x + gamma * d)
+            f_new, g_new = problem.value_and_grad(x + gamma * d)
             bound = fx - gamma * g_d + M * (gamma / gamma_max) ** (1.0 + kappa) * D
-            return gamma, f_new, bound
+            return gamma, f_new, g_new, bound
 
         slack = self.rtol * jnp.abs(fx)
 
@@ -248,23 +302,24 @@ class AdaptiveBregman(StepRule):
         def body(c: _Backtrack):
             M = jnp.minimum(c.M * self.tau, self.max_estimate)
             kappa = jnp.maximum(c.kappa * self.beta, self.kappa_min)
-            gamma, f_new, bound = trial(M, kappa)
-            return _Backtrack(M, kappa, c.n + 1, f_new <= bound + slack, gamma, f_new, bound)
+            gamma, f_new, g_new, bound = trial(M, kappa)
+            return _Backtrack(M, kappa, c.n + 1, f_new <= bound + slack, gamma, f_new, g_new, bound)
 
-        gamma, f_new, bound = trial(M0, k0)
+        gamma, f_new, g_new, bound = trial(M0, k0)
         init = _Backtrack(
-            M0, k0, jnp.asarray(1, jnp.int32), f_new <= bound + slack, gamma, f_new, bound
+            M0, k0, jnp.asarray(1, jnp.int32), f_new <= bound + slack, gamma, f_new, g_new, bound
         )
         c = jax.lax.while_loop(cond, body, init)
         # Fallback when the cap is hit: keep the last trial only if it decreased f.
-        gamma = jnp.where(c.accepted | (c.f_new <= fx), c.gamma, 0.0)
-        gamma = jnp.where(jnp.isfinite(c.f_new), gamma, 0.0)
+        keep = (c.accepted | (c.f_new <= fx)) & jnp.isfinite(c.f_new)
+        gamma = jnp.where(keep, c.gamma, 0.0)
+        point = (jnp.where(keep, c.f_new, fx), jnp.where(keep, c.g_new, grad))
         # A pass that needed the round-off slack says nothing about the curvature: keep L̃ from
         # falling, or M drifts down on noise and the steps overshoot near the optimum.
         by_noise = c.accepted & (c.f_new > c.bound)
         L_new = jnp.where(by_noise, jnp.maximum(c.M, state.L), c.M)
         new_state = StepState(jnp.where(c.accepted, L_new, state.L), c.kappa)
-        return gamma, new_state, _info(c.M, c.kappa, c.n, c.accepted, c.bound)
+        return gamma, new_state, _info(c.M, c.kappa, c.n, c.accepted, c.bound), point
 
 
 @dataclass(frozen=True)
@@ -283,6 +338,10 @@ class EuclideanAdaptive(StepRule):
     rtol: float = 2e-15
     name = "euclidean-adaptive"
 
+    def __post_init__(self):
+        _check_adaptive(self)
+        _num(self.rtol, "rtol", 0.0, 1.0, low_open=False)
+
     def init(self, problem, x, fx, grad, d, gamma_max, kernel):
         if self.L0 is not None:
             return StepState(jnp.asarray(float(self.L0)), jnp.asarray(1.0))
@@ -290,6 +349,9 @@ class EuclideanAdaptive(StepRule):
         return StepState(L, jnp.asarray(1.0))
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
+        return self.apply(problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state)[:3]
+
+    def apply(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         rule = AdaptiveBregman(
             eta=self.eta,
             tau=self.tau,
@@ -299,7 +361,7 @@ class EuclideanAdaptive(StepRule):
             max_estimate=self.max_estimate,
             rtol=self.rtol,
         )
-        return rule(problem, t, x, fx, grad, d, g_d, gamma_max, Euclidean(), state)
+        return rule.apply(problem, t, x, fx, grad, d, g_d, gamma_max, Euclidean(), state)
 
 
 @dataclass(frozen=True)
@@ -317,6 +379,9 @@ class FWJLAdaptive(StepRule):
     max_estimate: float = 1e12
     name = "fwjl-adaptive"
 
+    def __post_init__(self):
+        _check_adaptive(self)
+
     def init(self, problem, x, fx, grad, d, gamma_max, kernel):
         if self.L0 is not None:
             return StepState(jnp.asarray(float(self.L0)), jnp.asarray(1.0))
@@ -324,30 +389,35 @@ class FWJLAdaptive(StepRule):
         return StepState(L, jnp.asarray(1.0))
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
+        return self.apply(problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state)[:3]
+
+    def apply(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         dd = jnp.where(_vdot(d, d) > 0, _vdot(d, d), 1.0)
 
         def trial(M):
             gamma = jnp.clip(g_d / (M * dd), 0.0, gamma_max)
             f_new, g_new = problem.value_and_grad(x + gamma * d)
             ok = (f_new <= fx + 2e-15 * jnp.abs(fx)) & (_vdot(g_new, d) <= 0.0) | (gamma == 0)
-            return gamma, ok, f_new
+            return gamma, ok, f_new, g_new
 
         def cond(c):
             return (~c[2]) & (c[1] < self.max_backtracks) & (c[0] < self.max_estimate)
 
         def body(c):
             M = jnp.minimum(c[0] * self.tau, self.max_estimate)
-            gamma, ok, f_new = trial(M)
-            return M, c[1] + 1, ok, gamma, f_new
+            gamma, ok, f_new, g_new = trial(M)
+            return M, c[1] + 1, ok, gamma, f_new, g_new
 
         M0 = jnp.minimum(self.eta * state.L, self.max_estimate)
-        gamma, ok, f_new = trial(M0)
-        M, n, ok, gamma, f_new = jax.lax.while_loop(
-            cond, body, (M0, jnp.asarray(1, jnp.int32), ok, gamma, f_new)
+        gamma, ok, f_new, g_new = trial(M0)
+        M, n, ok, gamma, f_new, g_new = jax.lax.while_loop(
+            cond, body, (M0, jnp.asarray(1, jnp.int32), ok, gamma, f_new, g_new)
         )
-        gamma = jnp.where(ok | (f_new <= fx), gamma, 0.0)
+        keep = (ok | (f_new <= fx)) & jnp.isfinite(f_new)
+        gamma = jnp.where(keep, gamma, 0.0)
+        point = (jnp.where(keep, f_new, fx), jnp.where(keep, g_new, grad))
         new_state = StepState(jnp.where(ok, M, state.L), state.kappa)
-        return gamma, new_state, _info(M, 1.0, n, ok, jnp.nan)
+        return gamma, new_state, _info(M, 1.0, n, ok, jnp.nan), point
 
 
 @dataclass(frozen=True)
@@ -357,6 +427,9 @@ class ExactLineSearch(StepRule):
 
     iters: int = 60
     name = "exact"
+
+    def __post_init__(self):
+        _count(self.iters, "iters")
 
     def __call__(self, problem, t, x, fx, grad, d, g_d, gamma_max, kernel, state):
         def slope(g):

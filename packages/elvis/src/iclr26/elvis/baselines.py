@@ -43,6 +43,7 @@ def mnn_count(
 ) -> NDArray[np.float64]:
     """Number of mutual nearest neighbours with cosine above ``threshold``, per pair."""
     _pairs(queries, database)
+    check_range(threshold, "threshold", low=-1.0, high=1.0)
     out = np.zeros(len(queries))
     for k, (q, d) in enumerate(zip(queries, database, strict=True)):
         sim = _cosines(q, d)
@@ -62,6 +63,7 @@ def sum_max_similarity(
     No one-to-one constraint, so duplicated (bursty) descriptors are counted again and again.
     """
     _pairs(queries, database)
+    check_range(threshold, "threshold", low=-1.0, high=1.0)
     return np.array(
         [
             float((_cosines(q, d).amax(0) > threshold).sum())
@@ -85,6 +87,10 @@ def ratio_magsac_inliers(
     """
     _pairs(queries, database)
     check_range(ratio, "ratio", low=0.0, high=1.0)
+    check_range(px, "px", low=0.0, low_inclusive=False)
+    if not np.isfinite(px):
+        raise ValueError(f"px must be finite, got {px!r}")
+    check_int(seed, "seed", low=0)
     out = np.zeros(len(queries))
     cv2.setRNGSeed(seed)
     for k, (q, d) in enumerate(zip(queries, database, strict=True)):

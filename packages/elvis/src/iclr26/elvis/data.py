@@ -70,6 +70,7 @@ def _raw(name: str) -> Image:
 
 def load_image(name: str, max_side: int = 512) -> Image:
     """A bundled image as grey float32 in [0, 1], resized so its longest side ≤ ``max_side``."""
+    check_int(max_side, "max_side", low=8)
     img = _raw(name)
     scale = max_side / max(img.shape)
     if scale < 1:
@@ -247,6 +248,14 @@ def make_training_pairs(
     seed: int = 0,
 ) -> list[tuple]:
     """(query, database, label) pairs from a featurised split: every positive plus random negatives."""
+    check_int(neg_per_pos, "neg_per_pos", low=0)
+    relevant = np.asarray(relevant)
+    if relevant.dtype != bool:
+        raise TypeError(f"relevant must be a bool array, got dtype {relevant.dtype}")
+    if relevant.shape != (len(feats_query), len(feats_db)):
+        raise ValueError(
+            f"relevant must have shape ({len(feats_query)}, {len(feats_db)}), got {relevant.shape}"
+        )
     rng = np.random.default_rng(seed)
     pairs = []
     for qi in range(len(feats_query)):

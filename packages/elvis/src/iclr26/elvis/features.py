@@ -45,7 +45,14 @@ class LocalFeatures:
     weight: NDArray[np.float32] | None = None
 
     def __post_init__(self) -> None:
-        desc = np.asarray(self.desc, dtype=np.float32)
+        if type(self.desc).__module__.startswith("torch"):
+            object.__setattr__(self, "desc", self.desc.detach().cpu().numpy())
+        raw = np.asarray(self.desc)
+        if raw.dtype == bool or not (
+            np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)
+        ):
+            raise TypeError(f"desc must hold real numbers, got dtype {raw.dtype}")
+        desc = raw.astype(np.float32)
         if desc.ndim != 2:
             raise ValueError(f"desc must be an (N, D) array, got shape {desc.shape}")
         if desc.shape[0] == 0 or desc.shape[1] == 0:
@@ -61,6 +68,8 @@ class LocalFeatures:
             want = (desc.shape[0], width) if width else (desc.shape[0],)
             if val.shape != want:
                 raise ValueError(f"{name} must have shape {want}, got {val.shape}")
+            if not np.isfinite(val).all():
+                raise ValueError(f"{name} contains NaN or inf")
             object.__setattr__(self, name, val)
 
     def __len__(self) -> int:
@@ -86,10 +95,18 @@ class LocalFeatures:
 def to_gray_uint8(image: NDArray) -> NDArray[np.uint8]:
     """(H, W) or (H, W, 3|4) image, uint8 or float in [0, 1] → (H, W) uint8 grey."""
     img = np.asarray(image)
+    if img.ndim not in (2, 3):
+        raise ValueError(f"image must be (H, W) or (H, W, C), got shape {np.shape(image)}")
+    if img.size == 0:
+        raise ValueError(f"image is empty, shape {img.shape}")
+    if img.dtype == bool or not (
+        np.issubdtype(img.dtype, np.integer) or np.issubdtype(img.dtype, np.floating)
+    ):
+        raise TypeError(f"image must hold real numbers, got dtype {img.dtype}")
+    if img.dtype != np.uint8 and not np.isfinite(img).all():
+        raise ValueError("image contains NaN or inf")
     if img.ndim == 3:
         img = img[..., :3].mean(axis=2)
-    if img.ndim != 2:
-        raise ValueError(f"image must be (H, W) or (H, W, C), got shape {np.shape(image)}")
     if img.dtype != np.uint8:
         img = img.astype(np.float64)
         if img.max() <= 1.0:

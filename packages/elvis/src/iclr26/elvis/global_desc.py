@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from sklearn.cluster import KMeans
 
 from iclr26.elvis.features import LocalFeatures
-from iclr26.shared import check_int
+from iclr26.shared import check_array, check_int, check_range
 
 __all__ = ["VLAD", "gem"]
 
@@ -29,6 +29,8 @@ class VLAD:
 
     def __init__(self, k: int = 32, power: float = 0.5, seed: int = 0) -> None:
         check_int(k, "k", low=1)
+        check_range(power, "power", low=0.0, high=1.0, low_inclusive=False)
+        check_int(seed, "seed", low=0)
         self.k, self.power, self.seed = k, power, seed
 
     def fit(self, feats: Sequence[LocalFeatures], max_desc: int = 20000) -> VLAD:
@@ -63,8 +65,12 @@ class VLAD:
 
 def gem(desc: NDArray, p: float = 3.0, eps: float = 1e-6) -> NDArray[np.float32]:
     """GeM pooling ``(mean x^p)^(1/p)`` of (N, D) non-negative descriptors, L2-normalised."""
-    x = np.clip(np.asarray(desc, dtype=np.float64), eps, None)
-    if x.ndim != 2 or not len(x):
+    x = np.asarray(check_array(desc, "desc", ndim=2), dtype=np.float64)
+    if not len(x) or not x.shape[1]:
         raise ValueError(f"desc must be a non-empty (N, D) array, got shape {x.shape}")
+    check_range(p, "p", low=0.0, low_inclusive=False)
+    if not np.isfinite(p):
+        raise ValueError(f"p must be finite, got {p!r}")
+    x = np.clip(x, eps, None)
     g = (x**p).mean(0) ** (1.0 / p)
     return (g / max(np.linalg.norm(g), 1e-12)).astype(np.float32)

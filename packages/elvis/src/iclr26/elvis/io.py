@@ -22,11 +22,9 @@ N_META = 5
 
 
 def _h5py():
-    try:
-        import h5py
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
-        raise ImportError('reading HDF5 needs h5py: pip install "iclr26-elvis[hdf5]"') from err
-    return h5py
+    from iclr26.shared import import_optional
+
+    return import_optional("h5py", dist="iclr26-elvis", extra="hdf5", purpose="HDF5 descriptors")
 
 
 def read_official_h5(

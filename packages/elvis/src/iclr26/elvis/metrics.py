@@ -29,7 +29,7 @@ def average_precision(relevant: ArrayLike, n_relevant: int | None = None) -> flo
         n_relevant: total relevant items in the database (defaults to ``relevant.sum()``);
             relevant items missing from the list count as precision 0.
     """
-    rel = np.asarray(relevant, dtype=bool)
+    rel = _as_bool(relevant, "relevant")
     if rel.ndim != 1:
         raise ValueError(f"relevant must be 1-D, got shape {rel.shape}")
     total = int(rel.sum()) if n_relevant is None else n_relevant
@@ -40,12 +40,36 @@ def average_precision(relevant: ArrayLike, n_relevant: int | None = None) -> flo
     return float((hits[rel] / ranks).sum() / total)
 
 
+def _as_bool(x: ArrayLike, name: str) -> NDArray[np.bool_]:
+    """Bool, or 0/1 integers (converted); floats and other values are refused."""
+    arr = np.asarray(x)
+    if arr.dtype == bool:
+        return arr
+    if arr.size and np.issubdtype(arr.dtype, np.integer) and np.isin(arr, (0, 1)).all():
+        return arr.astype(bool)
+    if arr.size == 0:
+        return arr.astype(bool)
+    raise TypeError(f"{name} must be bool (or 0/1 integers), got dtype {arr.dtype}")
+
+
+def _as_order(x: ArrayLike, name: str = "order") -> NDArray[np.int64]:
+    arr = np.asarray(x)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer indices, got dtype {arr.dtype}")
+    return arr
+
+
 def _check(order: NDArray, labels: NDArray) -> tuple[NDArray, NDArray]:
-    order, labels = np.asarray(order), np.asarray(labels, dtype=bool)
+    order, labels = _as_order(order), _as_bool(labels, "labels")
     if order.ndim != 2 or labels.ndim != 2 or order.shape != labels.shape:
         raise ValueError(
             f"order and labels must both be (Q, N), got {order.shape} and {labels.shape}"
         )
+    if order.size == 0:
+        raise ValueError(f"order is empty, shape {order.shape}")
+    n = order.shape[1]
+    if not np.array_equal(np.sort(order, axis=1), np.broadcast_to(np.arange(n), order.shape)):
+        raise ValueError("each row of order must be a permutation of range(N)")
     return order, labels
 
 
@@ -104,7 +128,7 @@ def revisited_map(
     """
     if ap not in ("trapezoid", "standard"):
         raise ValueError(f"ap must be 'trapezoid' or 'standard', got {ap!r}")
-    order = np.asarray(order)
+    order = _as_order(order)
     pos = np.asarray(positives)
     if pos.dtype != bool:
         raise TypeError(f"positives must be a bool array, got dtype {pos.dtype}")

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from iclr26.elvis.features import LocalFeatures, score_pairs
-from iclr26.elvis.ot import DOMAINS, dustbin_transport
+from iclr26.elvis.ot import DOMAINS, _dustbin_transport
 from iclr26.shared import check_choice, check_int
 
 __all__ = [
@@ -275,7 +275,7 @@ class ELViS(nn.Module):
         xq, xd = self.embed(q), self.embed(d)
         sim = xq @ xd.transpose(1, 2)
         zq, zd = self.gains(xq), self.gains(xd)
-        plan = dustbin_transport(
+        plan = _dustbin_transport(  # inputs validated by check_pair_inputs at the boundary
             sim, zq, zd, self.corner, temperature=self.temperature, n_iters=self.n_iters,
             row_mask=q_mask, col_mask=d_mask, domain=domain or self.domain,
         )  # fmt: skip
@@ -408,18 +408,45 @@ def load_official_checkpoint(
     Maps ``remap_local.{0,1}``, ``dust_bin``, ``dust_bin_mlp.{0,2}``, ``f.{0,1,3}`` and
     ``g.{0,2}`` (optionally wrapped under ``["state"]``, optionally prefixed ``module.``) to this
     package's names; ``in_dim`` and the widths are read from the weights. Binarized (ITQ)
-    checkpoints are not supported. Nothing is downloaded.
+    checkpoints are not supported. Nothing is downloaded; the file is read with
+    ``weights_only=True`` (no arbitrary unpickling).
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        ValueError: the file is not a PyTorch checkpoint, or not an official ELViS one (keys or
+            shapes); the message names the file.
     """
+    where = "checkpoint"
     if isinstance(source, Mapping):
         state = source
+    elif isinstance(source, str | os.PathLike):
+        path = os.fspath(source)
+        where = f"checkpoint {path}"
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{where} does not exist")
+        if os.path.isdir(path):
+            raise ValueError(f"{where} is a folder, expected a .pt file")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # pickle, zip and torch errors all mean "not a checkpoint"
+            # torch's own message suggests weights_only=False, i.e. unpickling an untrusted file
+            raise ValueError(
+                f"{where} is not a readable PyTorch checkpoint (not a torch.save file of "
+                f"tensors: {type(err).__name__})"
+            ) from None
     else:
-        state = torch.load(os.fspath(source), map_location="cpu", weights_only=True)
+        raise TypeError(f"source must be a path or a state dict, got {type(source).__name__}")
+    if not isinstance(state, Mapping):
+        raise ValueError(f"{where} holds a {type(state).__name__}, expected a state dict")
     if "state" in state and isinstance(state["state"], Mapping):
         state = state["state"]
-    state = {k.removeprefix("module."): v for k, v in state.items()}
+    state = {str(k).removeprefix("module."): v for k, v in state.items()}
     missing = [k for k in OFFICIAL_KEY_MAP if k not in state]
     if missing:
-        raise ValueError(f"checkpoint lacks official ELViS keys {missing}")
+        raise ValueError(f"{where} lacks official ELViS keys {missing[:4]}")
+    bad = [k for k in OFFICIAL_KEY_MAP if not isinstance(state[k], Tensor)]
+    if bad:
+        raise ValueError(f"{where}: {bad[:4]} are not tensors")
     if any(k.startswith(("binarization", "itq")) for k in state):
         raise ValueError("binarized (ITQ) ELViS checkpoints are not supported")
     w = state["remap_local.0.weight"]
@@ -432,10 +459,18 @@ def load_official_checkpoint(
         temperature=temperature,
         n_iters=n_iters,
     )
-    mapped = {
-        ours: torch.as_tensor(state[k]).reshape(model.state_dict()[ours].shape)
-        for k, ours in OFFICIAL_KEY_MAP.items()
-    }
+    want = model.state_dict()
+    mapped = {}
+    for k, ours in OFFICIAL_KEY_MAP.items():
+        tensor = state[k]
+        if tensor.numel() != want[ours].numel() or not tensor.is_floating_point():
+            raise ValueError(
+                f"{where}: {k} has shape {tuple(tensor.shape)} and dtype {tensor.dtype}, "
+                f"expected {tuple(want[ours].shape)} floats"
+            )
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"{where}: {k} contains NaN or inf")
+        mapped[ours] = tensor.reshape(want[ours].shape)
     mapped["log_temperature"] = model.log_temperature.detach().clone()
     model.load_state_dict(mapped)
     return model.eval()

@@ -16,9 +16,19 @@ Scorer = Callable[[Sequence[LocalFeatures], Sequence[LocalFeatures]], NDArray]
 
 
 def fuse(global_score: ArrayLike, local_score: ArrayLike, lam: float = 0.5, t: float = 0.5):
-    """``final = λ·s_global + (1−λ)·σ(t·s)`` (paper defaults λ = 0.5, t = 0.5)."""
-    g = np.asarray(global_score, dtype=np.float64)
-    s = np.asarray(local_score, dtype=np.float64)
+    """``final = λ·s_global + (1−λ)·σ(t·s)`` (paper defaults λ = 0.5, t = 0.5).
+
+    Raises:
+        ValueError: scores of different shapes, NaN/inf scores, ``lam`` outside [0, 1] or a
+            non-finite ``t``.
+    """
+    g = np.asarray(check_array(global_score, "global_score"), dtype=np.float64)
+    s = np.asarray(check_array(local_score, "local_score"), dtype=np.float64)
+    if g.shape != s.shape:
+        raise ValueError(f"global_score {g.shape} and local_score {s.shape} must have one shape")
+    check_range(lam, "lam", low=0.0, high=1.0)
+    if not np.isfinite(check_range(t, "t")):
+        raise ValueError(f"t must be finite, got {t!r}")
     return lam * g + (1.0 - lam) / (1.0 + np.exp(-t * s))
 
 
@@ -65,7 +75,13 @@ def rerank(
     short = order[:, :top_k]
     qs = [query_feats[i] for i in range(n_q) for _ in range(top_k)]
     ds = [db_feats[j] for j in short.ravel()]
-    local = np.asarray(scorer(qs, ds), dtype=np.float64).reshape(n_q, top_k)
+    local = np.asarray(scorer(qs, ds), dtype=np.float64)
+    if local.size != n_q * top_k or not np.isfinite(local).all():
+        raise ValueError(
+            f"scorer must return {n_q * top_k} finite scores, got shape {local.shape}"
+            + ("" if local.size != n_q * top_k else " with NaN/inf")
+        )
+    local = local.reshape(n_q, top_k)
     if isinstance(t, str):
         if t != "auto":
             raise ValueError(f"t must be a number or 'auto', got {t!r}")

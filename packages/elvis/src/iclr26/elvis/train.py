@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from torch import nn
 
 from iclr26.elvis.features import LocalFeatures, pad_batch
-from iclr26.shared import check_array, check_int
+from iclr26.shared import check_array, check_int, check_range
 from iclr26.shared import progress as progress_bar
 
 __all__ = ["FitHistory", "TripletSampler", "fit", "warmup_cosine"]
@@ -130,6 +130,13 @@ def fit(
         raise ValueError("pair labels must be 0 or 1")
     check_int(epochs, "epochs", low=1)
     check_int(batch_size, "batch_size", low=1)
+    check_int(desc_variable_min, "desc_variable_min", low=1)
+    check_int(seed, "seed", low=0)
+    for value, name in ((lr, "lr"), (weight_decay, "weight_decay")):
+        check_range(value, name, low=0.0, low_inclusive=(name == "weight_decay"))
+        if not np.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+    check_range(warmup, "warmup", low=0.0, high=1.0)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

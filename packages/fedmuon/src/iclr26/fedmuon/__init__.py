@@ -11,89 +11,56 @@ imported here.
 
 from importlib.metadata import version as _version
 
-from iclr26.fedmuon.algorithms import (
-    ALGORITHMS,
-    ClientState,
-    FedConfig,
-    ServerState,
-    client_update,
-    communication_bytes,
-    init_clients,
-    init_server,
-    round_lr,
-    server_update,
-)
-from iclr26.fedmuon.data import (
-    FederatedData,
-    dirichlet_partition,
-    iid_partition,
-    load_digits_split,
-    stack_clients,
-)
-from iclr26.fedmuon.lmo import (
-    NS_COEFFS,
-    LMOSpec,
-    frobenius_lmo,
-    l2_lmo,
-    linf_lmo,
-    newton_schulz,
-    nuclear_norm,
-    polar,
-    spectral_lmo,
-    tree_lmo,
-)
-from iclr26.fedmuon.problems import Problem, counterexample, digits, least_squares
-from iclr26.fedmuon.simulate import History, global_metrics, run_problem, simulate
-from iclr26.fedmuon.transforms import (
-    EmaState,
-    control_variate_correction,
-    ema_momentum,
-    fedmuon_local,
-    local_muon,
-    scale_by_lmo,
-)
+import lazy_loader as lazy
 
 __version__ = _version("iclr26-fedmuon")
 
-__all__ = [
-    "ALGORITHMS",
-    "NS_COEFFS",
-    "ClientState",
-    "EmaState",
-    "FedConfig",
-    "FederatedData",
-    "History",
-    "LMOSpec",
-    "Problem",
-    "ServerState",
-    "__version__",
-    "client_update",
-    "communication_bytes",
-    "control_variate_correction",
-    "counterexample",
-    "digits",
-    "dirichlet_partition",
-    "ema_momentum",
-    "fedmuon_local",
-    "frobenius_lmo",
-    "global_metrics",
-    "iid_partition",
-    "init_clients",
-    "init_server",
-    "l2_lmo",
-    "least_squares",
-    "linf_lmo",
-    "load_digits_split",
-    "local_muon",
-    "newton_schulz",
-    "nuclear_norm",
-    "polar",
-    "round_lr",
-    "run_problem",
-    "scale_by_lmo",
-    "server_update",
-    "simulate",
-    "spectral_lmo",
-    "stack_clients",
-    "tree_lmo",
-]
+# Submodules load on first attribute access, so `import iclr26.fedmuon` and the command line's
+# --help never import JAX.
+__getattr__, __dir__, __all__ = lazy.attach(
+    __name__,
+    submod_attrs={
+        "algorithms": [
+            "ALGORITHMS",
+            "ClientState",
+            "FedConfig",
+            "ServerState",
+            "client_update",
+            "communication_bytes",
+            "init_clients",
+            "init_server",
+            "round_lr",
+            "server_update",
+        ],
+        "data": [
+            "FederatedData",
+            "dirichlet_partition",
+            "iid_partition",
+            "load_digits_split",
+            "stack_clients",
+        ],
+        "lmo": [
+            "NS_COEFFS",
+            "LMOSpec",
+            "frobenius_lmo",
+            "l2_lmo",
+            "linf_lmo",
+            "newton_schulz",
+            "nuclear_norm",
+            "polar",
+            "spectral_lmo",
+            "tree_lmo",
+        ],
+        "problems": ["Problem", "counterexample", "digits", "least_squares"],
+        "simulate": ["History", "global_metrics", "run_problem", "simulate"],
+        "transforms": [
+            "EmaState",
+            "control_variate_correction",
+            "ema_momentum",
+            "fedmuon_local",
+            "local_muon",
+            "scale_by_lmo",
+        ],
+    },
+)
+__all__ += ["__version__"]

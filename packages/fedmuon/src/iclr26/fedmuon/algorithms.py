@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from iclr26.fedmuon.lmo import LMOSpec
@@ -106,15 +107,28 @@ class FedConfig:
         if self.batch_size is not None:
             check_int(self.batch_size, "batch_size", low=1)
         check_int(self.rounds, "rounds", low=0)
-        check_range(self.lr, "lr", low=0.0, low_inclusive=False)
+        _check_real(self.lr, "lr", low=0.0, low_inclusive=False)
         check_choice(self.lr_decay, "lr_decay", ("constant", "sqrt"))
         check_range(self.alpha, "alpha", low=0.0, high=1.0, low_inclusive=False)
         if not isinstance(self.lmo, LMOSpec):
             raise TypeError(f"lmo must be an LMOSpec, got {type(self.lmo).__name__}")
         if self.server_lr is not None:
-            check_range(self.server_lr, "server_lr", low=0.0, low_inclusive=False)
+            _check_real(self.server_lr, "server_lr", low=0.0, low_inclusive=False)
         check_range(self.momentum, "momentum", low=0.0, high=1.0, high_inclusive=False)
-        check_range(self.prox_mu, "prox_mu", low=0.0)
+        _check_real(self.prox_mu, "prox_mu", low=0.0)
+        if len(tuple(self.adam)) != 3:
+            raise ValueError(f"adam must be (b1, b2, eps), got {self.adam!r}")
+        for value, name in zip(self.adam, ("adam b1", "adam b2"), strict=False):
+            check_range(value, name, low=0.0, high=1.0, high_inclusive=False)
+        _check_real(self.adam[2], "adam eps", low=0.0, low_inclusive=False)
+        if len(tuple(self.server_adam)) != 4:
+            raise ValueError(f"server_adam must be (lr, b1, b2, eps), got {self.server_adam!r}")
+        _check_real(self.server_adam[0], "server_adam lr", low=0.0, low_inclusive=False)
+        for value, name in zip(
+            self.server_adam[1:3], ("server_adam b1", "server_adam b2"), strict=True
+        ):
+            check_range(value, name, low=0.0, high=1.0, high_inclusive=False)
+        _check_real(self.server_adam[3], "server_adam eps", low=0.0, low_inclusive=False)
         check_choice(self.scaffold_variant, "scaffold_variant", ("last_grad", "option2"))
 
     def static_key(self) -> FedConfig:
@@ -137,6 +151,36 @@ class ClientState(NamedTuple):
 
     c_local: Any
     momentum: Any
+
+
+def _check_real(value: Any, name: str, **bounds: Any) -> float:
+    """``check_range`` that also refuses ±inf."""
+    v = check_range(value, name, **bounds)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return v
+
+
+def check_params(params: Any, name: str = "params") -> Any:
+    """Check that a parameter pytree holds only floating arrays (finite, when concrete).
+
+    Integer parameters are refused (they cannot be differentiated; convert them yourself, e.g.
+    ``jax.tree.map(lambda p: p.astype(jnp.float32), params)``). Works on traced values (only the
+    dtypes and shapes are checked then).
+    """
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    if not leaves:
+        raise ValueError(f"{name} must hold at least one array leaf")
+    for path, leaf in leaves:
+        label = f"{name}{jax.tree_util.keystr(path)}"
+        if not hasattr(leaf, "dtype"):
+            raise TypeError(f"{label} must be an array, got {type(leaf).__name__}")
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise TypeError(f"{label} must be a floating array, got dtype {leaf.dtype}")
+        # NumPy, not jnp: under an outer jit even a concrete array's jnp result is traced
+        if not isinstance(leaf, jax.core.Tracer) and not np.isfinite(np.asarray(leaf)).all():
+            raise ValueError(f"{label} contains NaN or inf")
+    return params
 
 
 def _check_algo(algo: str) -> str:
@@ -166,6 +210,9 @@ def init_clients(params: Any, n_clients: int) -> ClientState:
 
 def round_lr(cfg: FedConfig, round_index: int) -> float:
     """Local step size of round ``round_index`` (0-based): ``η`` or ``η/√(r+1)``."""
+    if not isinstance(cfg, FedConfig):
+        raise TypeError(f"cfg must be a FedConfig, got {type(cfg).__name__}")
+    check_int(round_index, "round_index", low=0)
     if cfg.lr_decay == "sqrt":
         return cfg.lr / math.sqrt(round_index + 1)
     return cfg.lr
@@ -199,6 +246,19 @@ def client_update(
         without control variates; ``metrics["loss"]`` is the mean local minibatch loss.
     """
     _check_algo(algo)
+    if not isinstance(cfg, FedConfig):
+        raise TypeError(f"cfg must be a FedConfig, got {type(cfg).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    check_params(params)
+    steps = {int(jnp.shape(b)[0]) if jnp.ndim(b) else None for b in jax.tree.leaves(batches)}
+    if steps != {cfg.local_steps}:
+        raise ValueError(
+            f"batches must have a leading axis of length local_steps={cfg.local_steps} on every "
+            f"leaf, got {sorted(steps, key=str)}"
+        )
+    if lr is not None and not isinstance(lr, jax.core.Tracer):
+        _check_real(float(lr), "lr", low=0.0, low_inclusive=False)
     lr = cfg.lr if lr is None else lr
     grad_fn = jax.value_and_grad(loss_fn)
     x0 = params
@@ -309,7 +369,23 @@ def server_update(
         cfg: hyperparameters.
     """
     _check_algo(algo)
-    s = jax.tree.leaves(client_params)[0].shape[0]
+    if not isinstance(server, ServerState):
+        raise TypeError(f"server must be a ServerState, got {type(server).__name__}")
+    check_int(n_clients, "n_clients", low=1)
+    want = jax.tree.structure(server.params)
+    for tree, name in ((client_params, "client_params"), (delta_c, "delta_c")):
+        if jax.tree.structure(tree) != want:
+            raise ValueError(f"{name} must have the structure of server.params")
+        for leaf, p in zip(jax.tree.leaves(tree), jax.tree.leaves(server.params), strict=True):
+            if jnp.ndim(leaf) != jnp.ndim(p) + 1 or jnp.shape(leaf)[1:] != jnp.shape(p):
+                raise ValueError(
+                    f"{name} leaves must be the parameters' shapes with a leading client axis, "
+                    f"got {jnp.shape(leaf)} for a parameter of shape {jnp.shape(p)}"
+                )
+    sizes = {int(jnp.shape(leaf)[0]) for leaf in jax.tree.leaves(client_params)}
+    if len(sizes) != 1 or 0 in sizes:
+        raise ValueError(f"client_params must hold at least one client on every leaf, got {sizes}")
+    s = sizes.pop()
     if not s <= n_clients:
         raise ValueError(f"more participating clients ({s}) than n_clients ({n_clients})")
     x = server.params

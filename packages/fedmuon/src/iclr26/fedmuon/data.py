@@ -53,8 +53,14 @@ def dirichlet_partition(
         ``n_clients`` sorted index arrays that partition ``range(N)``.
     """
     labels = np.asarray(check_array(labels, "labels", ndim=1))
+    if labels.dtype.kind == "f" and not np.array_equal(labels, np.round(labels)):
+        raise ValueError("labels must be integer class ids, got non-integral floats")
+    if labels.dtype.kind not in "biuf":
+        raise TypeError(f"labels must be integer class ids, got dtype {labels.dtype}")
     check_int(n_clients, "n_clients", low=1, high=labels.size)
     check_range(beta, "beta", low=0.0, low_inclusive=False)
+    if not np.isfinite(beta):
+        raise ValueError(f"beta must be finite, got {beta!r}")
     check_int(min_size, "min_size", low=0, high=labels.size // n_clients)
     rng = np.random.default_rng(seed)
     classes = np.unique(labels)
@@ -86,6 +92,8 @@ def stack_clients(datasets: list[Any], *, pad_to_power_of_two: bool = True) -> F
     evaluations). Rounding ``m_max`` up to a power of two lets runs with different partitions
     share one compiled round.
     """
+    if not isinstance(datasets, list | tuple):
+        raise TypeError(f"datasets must be a list of client pytrees, got {type(datasets).__name__}")
     if not datasets:
         raise ValueError("datasets must hold at least one client")
     counts = []
@@ -96,6 +104,12 @@ def stack_clients(datasets: list[Any], *, pad_to_power_of_two: bool = True) -> F
         (m,) = sizes
         if m == 0:
             raise ValueError(f"client {i} holds no examples")
+        for leaf in jax.tree.leaves(d):
+            arr = np.asarray(leaf)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"client {i}: data must be numeric arrays, got dtype {arr.dtype}")
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                raise ValueError(f"client {i}: data contains NaN or inf")
         counts.append(m)
     m_max = max(counts)
     if pad_to_power_of_two:
@@ -115,11 +129,11 @@ def load_digits_split(*, seed: int, test_fraction: float = 0.2) -> tuple[np.ndar
 
     ``x`` is float32 ``(N, 64)``, ``y`` int32 ``(N,)``; the split is stratified by class.
     """
-    from sklearn.datasets import load_digits
-
     check_range(
         test_fraction, "test_fraction", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
     )
+    from sklearn.datasets import load_digits  # after the checks: sklearn takes a while to load
+
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     y = y.astype(np.int32)

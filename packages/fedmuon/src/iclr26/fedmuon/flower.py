@@ -9,13 +9,21 @@ strategy then applies Algorithm 1's server lines 17–18 of Takezawa et al. (ICL
 2509.26337) through :func:`~iclr26.fedmuon.algorithms.server_update`. Nodes that fail or time out
 are treated as non-participants: ``S`` shrinks and the ``(n−S)/n`` term adapts.
 
-Requires ``pip install "iclr26-fedmuon[flower]"``; tested against ``flwr`` 1.42.
+Flower 1.42 starts a fresh ClientApp process for every message, so every round pays the imports
+and the compilation of the client step again. :func:`enable_compilation_cache` (or the
+``JAX_COMPILATION_CACHE_DIR`` environment of the SuperNodes, which
+:class:`~iclr26.fedmuon.deploy.LoopbackDeployment` sets) makes every process after the first load
+the compiled client step from disk instead.
+
+Requires ``pip install "iclr26-fedmuon[flower]"``; tested against ``flwr`` 1.42. Without the
+extra, importing this module raises :class:`~iclr26.shared.MissingDependencyError` naming it.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -25,26 +33,38 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
 
-from iclr26.fedmuon.algorithms import (
+from iclr26.shared import check_int, check_range, import_optional
+
+import_optional("flwr", dist="iclr26-fedmuon", extra="flower", purpose="iclr26.fedmuon.flower")
+
+from flwr.app import (  # noqa: E402 - after the one-line message for a missing extra
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+
+from iclr26.fedmuon.algorithms import (  # noqa: E402
     ClientState,
     FedConfig,
     ServerState,
     client_update,
     server_update,
 )
-from iclr26.fedmuon.lmo import LMOSpec
-from iclr26.shared import check_int
+from iclr26.fedmuon.lmo import LMOSpec  # noqa: E402
 
 __all__ = [
     "FedMuonStrategy",
     "arrays_to_params",
     "config_from_record",
     "config_to_record",
+    "enable_compilation_cache",
     "make_client_app",
     "make_server_app",
     "params_to_arrays",
@@ -214,11 +234,59 @@ class FedMuonStrategy(FedAvg):
                   "participants": len(valid), "n_clients": self._n(len(valid))}  # fmt: skip
         if self._sent_at is not None:  # messages out -> replies aggregated, in seconds
             values["round_s"] = time.perf_counter() - self._sent_at
-        train_s = [float(c["metrics"]["train_s"]) for c in valid if "train_s" in c["metrics"]]
-        if train_s:  # the slowest node's time inside its train handler
-            values["client_train_s"] = max(train_s)
+        # the slowest node's time inside its train handler, compiling, and starting its process
+        for key in ("train_s", "compile_s", "startup_s"):
+            times = [float(c["metrics"][key]) for c in valid if key in c["metrics"]]
+            if times:
+                values[f"client_{key}"] = max(times)
         metrics = MetricRecord(values)
         return params_to_arrays(self.params), metrics
+
+
+def enable_compilation_cache(
+    path: str | os.PathLike[str], *, min_compile_time_s: float = 0.0, min_entry_size_bytes: int = -1
+) -> None:
+    """Keep JAX's compiled programs in ``path`` so that later processes load instead of compiling.
+
+    Sets ``jax_compilation_cache_dir`` and lowers the thresholds (JAX only writes programs that
+    took at least 1 s to compile by default; FedMuon's client step on a small model compiles
+    faster than that and would never be cached). Safe to call after something was compiled: the
+    cache is set up again. The same effect for every process of a SuperNode comes from the
+    environment variables ``JAX_COMPILATION_CACHE_DIR``,
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0`` and
+    ``JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1`` (the ClientApp processes inherit them).
+
+    Args:
+        path: cache folder (created); processes sharing it share compiled programs.
+        min_compile_time_s: write only programs that took at least this long to compile.
+        min_entry_size_bytes: write only entries at least this large (``-1``: any size).
+    """
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a folder path, got {type(path).__name__}")
+    check_range(min_compile_time_s, "min_compile_time_s", low=0.0)
+    check_int(min_entry_size_bytes, "min_entry_size_bytes", low=-1)
+    folder = os.fspath(path)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"path {folder} is a file, expected a cache folder")
+    os.makedirs(folder, exist_ok=True)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size_bytes))
+    cc.reset_cache()
+    cc.set_cache_dir(folder)
+
+
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux ``/proc``), or ``None`` elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return time.time() - (boot + start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -236,6 +304,7 @@ def make_client_app(
     *,
     evaluate_fn: Callable[[Any, Any], dict[str, float]] | None = None,
     seed: int = 0,
+    compilation_cache_dir: str | os.PathLike[str] | None = None,
 ) -> ClientApp:
     """A Flower ``ClientApp`` running FedMuon's client (Algorithm 1, lines 6–11) on a node.
 
@@ -247,14 +316,24 @@ def make_client_app(
         evaluate_fn: optional ``(params, data) -> metrics`` for federated evaluation (default:
             the mean loss on the node's data).
         seed: base seed of the minibatch sampling (mixed with the node id and the round).
+        compilation_cache_dir: a JAX compilation cache folder on the node
+            (:func:`enable_compilation_cache`); ``None`` leaves JAX's configuration alone (the
+            ``JAX_COMPILATION_CACHE_DIR`` environment variable still applies).
 
-    ``C_i`` and ``M_i`` persist in ``context.state`` across rounds (zeros on first contact).
+    ``C_i`` and ``M_i`` persist in ``context.state`` across rounds (zeros on first contact). The
+    reply's metrics add ``train_s`` (time in the handler), ``compile_s`` (compiling, or loading
+    from the cache, the client step) and ``startup_s`` (process start to handler, where known).
     """
-
+    check_int(seed, "seed", low=0)
+    if not callable(loss_fn) or not callable(load_data):
+        raise TypeError("loss_fn and load_data must be callables")
+    if compilation_cache_dir is not None:
+        enable_compilation_cache(compilation_cache_dir)
     app = ClientApp()
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
+        startup_s = _process_age_s()
         t0 = time.perf_counter()
         cfg = config_from_record(msg.content["config"])
         params = arrays_to_params(msg.content["arrays"], params_template)
@@ -276,9 +355,11 @@ def make_client_app(
         else:
             idx = rng.integers(0, m, (cfg.local_steps, cfg.batch_size))
         batches = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)[idx]), data)
-        y, new_state, delta_c, metrics = _compiled_client(loss_fn, cfg.static_key())(
-            params, state, c_global, batches, jnp.float32(cfg.lr)
-        )
+        args = (params, state, c_global, batches, jnp.float32(cfg.lr))
+        t_compile = time.perf_counter()
+        step = _compiled_client(loss_fn, cfg.static_key()).lower(*args).compile()
+        compile_s = time.perf_counter() - t_compile
+        y, new_state, delta_c, metrics = step(*args)
         context.state[STATE_C] = params_to_arrays(new_state.c_local)
         context.state[STATE_M] = params_to_arrays(new_state.momentum)
         reply = RecordDict(
@@ -290,6 +371,8 @@ def make_client_app(
                         "train_loss": float(metrics["loss"]),
                         "num-examples": m,
                         "train_s": time.perf_counter() - t0,
+                        "compile_s": compile_s,
+                        **({} if startup_s is None else {"startup_s": startup_s}),
                     }
                 ),
             }

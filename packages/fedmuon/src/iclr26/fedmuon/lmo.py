@@ -21,6 +21,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "NS_COEFFS",
@@ -53,18 +54,56 @@ def _coeffs(coeffs: str | tuple[float, float, float] | Any) -> jax.Array:
                 f"coeffs must be one of {sorted(NS_COEFFS)} or (a, b, c); got {coeffs!r}"
             )
         return jnp.asarray(NS_COEFFS[coeffs])
-    arr = jnp.asarray(coeffs)
-    if arr.shape[-1:] != (3,) or arr.ndim not in (1, 2):
+    try:
+        arr = np.asarray(coeffs, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"coeffs must be a preset name, (a, b, c) or (T, 3); got {coeffs!r}"
+        ) from None
+    if arr.shape[-1:] != (3,) or arr.ndim not in (1, 2) or arr.size == 0:
         raise ValueError(f"coeffs must have shape (3,) or (T, 3), got shape {arr.shape}")
-    return arr
+    if not np.isfinite(arr).all():
+        raise ValueError("coeffs contains NaN or inf")
+    return jnp.asarray(arr)
 
 
-def _check_matrix(x: Any, name: str) -> jax.Array:
-    if not hasattr(x, "ndim"):
+def _as_float(x: Any, name: str, *, ndim: int | None = None) -> jax.Array:
+    """``x`` as a floating JAX array, checked at the public boundary.
+
+    Integer and boolean arrays are converted to JAX's default float dtype (float32, or float64
+    under ``jax_enable_x64``) rather than truncating coefficients or results to integers; complex
+    and non-numeric arrays are refused. Concrete (not traced) inputs must be non-empty and finite.
+    """
+    if not hasattr(x, "ndim") or not hasattr(x, "dtype"):
         raise TypeError(f"{name} must be an array, got {type(x).__name__}")
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(x.shape)}")
+    if ndim is not None and x.ndim != ndim:
+        kind = "a 2-D matrix" if ndim == 2 else f"{ndim}-D"
+        raise ValueError(f"{name} must be {kind}, got shape {tuple(x.shape)}")
+    dtype = jnp.dtype(x.dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        raise TypeError(f"{name} must be real, got dtype {dtype}")
+    if jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_:
+        x = jnp.asarray(x, dtype=jnp.result_type(float))
+    elif jnp.issubdtype(dtype, jnp.floating):
+        x = jnp.asarray(x)
+    else:
+        raise TypeError(f"{name} must be a real numeric array, got dtype {dtype}")
+    if x.size == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(x.shape)}")
+    # NumPy, not jnp: under an outer jit even a concrete array's jnp result is traced
+    if not isinstance(x, jax.core.Tracer) and not np.isfinite(np.asarray(x)).all():
+        raise ValueError(f"{name} contains NaN or inf")
     return x
+
+
+def _check_steps(steps: Any, name: str) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {steps!r}")
+
+
+def _check_eps(eps: Any, name: str = "eps") -> None:
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or not (0 <= eps < 1):
+        raise ValueError(f"{name} must be a number in [0, 1), got {eps!r}")
 
 
 def newton_schulz(
@@ -76,7 +115,9 @@ def newton_schulz(
     """``NS_T(x)``: ``steps`` Newton–Schulz iterations from ``x/(‖x‖_F + eps)`` (paper §4, Thm 3).
 
     Args:
-        x: a ``(m, n)`` float matrix. Tall matrices are transposed internally (the iteration
+        x: a non-empty, finite ``(m, n)`` matrix. Integer and boolean matrices are converted to
+            JAX's default float dtype (the coefficients are never truncated to integers); complex
+            matrices raise ``TypeError``. Tall matrices are transposed internally (the iteration
             satisfies ``f(Xᵀ) = f(X)ᵀ``), so the Gram matrix is ``min(m, n)²``.
         steps: T ≥ 0; ``0`` returns the Frobenius-normalised input. Ignored when ``coeffs`` is a
             ``(T, 3)`` array of per-step coefficients.
@@ -85,11 +126,16 @@ def newton_schulz(
         eps: added to the Frobenius norm (as in ``optax.contrib``); keeps ``0`` mapped to ``0``.
 
     Returns:
-        ``(m, n)`` array of ``x``'s dtype, approximately the polar factor ``U Vᵀ`` (not negated).
+        ``(m, n)`` float array (``x``'s dtype, or the default float dtype for integer ``x``),
+        approximately the polar factor ``U Vᵀ`` (not negated).
+
+    Raises:
+        TypeError: ``x`` is not an array, or is complex. ValueError: ``x`` is not 2-D, empty, or
+            holds NaN/inf; ``steps`` < 0; unknown or malformed ``coeffs``; ``eps`` outside [0, 1).
     """
-    x = _check_matrix(x, "x")
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    x = _as_float(x, "x", ndim=2)
+    _check_steps(steps, "steps")
+    _check_eps(eps)
     c = _coeffs(coeffs).astype(x.dtype)
     transposed = x.shape[0] > x.shape[1]
     if transposed:
@@ -114,12 +160,13 @@ def polar(x: jax.Array) -> jax.Array:
     """Exact polar factor ``U Vᵀ`` of ``x = U Σ Vᵀ`` (thin SVD); the zero matrix maps to zero.
 
     Args:
-        x: ``(m, n)`` float matrix.
+        x: non-empty, finite ``(m, n)`` matrix; integer and boolean matrices are converted to
+            JAX's default float dtype, complex ones raise ``TypeError``.
 
     Returns:
-        ``(m, n)`` matrix with all non-zero singular values equal to 1.
+        ``(m, n)`` float matrix with all non-zero singular values equal to 1.
     """
-    x = _check_matrix(x, "x")
+    x = _as_float(x, "x", ndim=2)
     u, s, vt = jnp.linalg.svd(x, full_matrices=False)
     # Drop directions of (numerically) zero singular values so that lmo(0) = 0 and the
     # spectral norm stays ≤ 1 on rank-deficient inputs.
@@ -128,7 +175,12 @@ def polar(x: jax.Array) -> jax.Array:
 
 
 def nuclear_norm(x: jax.Array) -> jax.Array:
-    """Trace (nuclear) norm ``‖x‖_* = Σ σᵢ`` of a matrix; the L2 norm of a vector."""
+    """Trace (nuclear) norm ``‖x‖_* = Σ σᵢ`` of a matrix; the L2 norm of a vector.
+
+    Arrays with more than two dimensions are reshaped to ``(shape[0], −1)``; integers are
+    converted to the default float dtype.
+    """
+    x = _as_float(x, "x")
     if x.ndim < 2:
         return jnp.linalg.norm(x.ravel())
     return jnp.sum(jnp.linalg.svd(x.reshape(x.shape[0], -1), compute_uv=False))
@@ -149,26 +201,41 @@ def spectral_lmo(
         ns_steps: ``None`` for the exact SVD polar factor, else the number T of Newton–Schulz steps.
         coeffs: Newton–Schulz coefficients (see :func:`newton_schulz`).
         eps: Frobenius-normalisation guard of Newton–Schulz.
+
+    Inputs are checked and converted as in :func:`newton_schulz` (errors name ``x``).
     """
     if ns_steps is None:
         return -polar(g)
+    _check_steps(ns_steps, "ns_steps")
     return -newton_schulz(g, ns_steps, coeffs, eps)
 
 
 def frobenius_lmo(g: jax.Array, eps: float = 1e-12) -> jax.Array:
-    """LMO over the Frobenius (or L2) unit ball: ``−g/‖g‖_F`` (``0 ↦ 0``); equals ``−NS_0(g)``."""
+    """LMO over the Frobenius (or L2) unit ball: ``−g/‖g‖_F`` (``0 ↦ 0``); equals ``−NS_0(g)``.
+
+    ``g`` is any non-empty finite array; integers are converted to the default float dtype.
+    """
+    g = _as_float(g, "g")
+    _check_eps(eps)
     n = jnp.linalg.norm(g.ravel())
     return -g / jnp.maximum(n, eps)
 
 
 def l2_lmo(v: jax.Array, eps: float = 1e-12) -> jax.Array:
-    """LMO over the L2 unit ball for vectors (biases): ``−v/‖v‖₂``; ``0 ↦ 0``."""
+    """LMO over the L2 unit ball for vectors (biases): ``−v/‖v‖₂``; ``0 ↦ 0``.
+
+    ``v`` is any non-empty finite array (flattened); integers are converted to float.
+    """
+    v = _as_float(v, "v")
     return frobenius_lmo(v, eps)
 
 
 def linf_lmo(v: jax.Array) -> jax.Array:
-    """LMO over the L∞ unit ball: ``−sign(v)`` (signSGD's direction)."""
-    return -jnp.sign(v)
+    """LMO over the L∞ unit ball: ``−sign(v)`` (signSGD's direction).
+
+    ``v`` is any non-empty finite array; integers are converted to the default float dtype.
+    """
+    return -jnp.sign(_as_float(v, "v"))
 
 
 @dataclass(frozen=True)
@@ -209,15 +276,22 @@ class LMOSpec:
             raise ValueError(f"ns_steps must be None or an integer >= 0; got {self.ns_steps!r}")
         if self.scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}; got {self.scale!r}")
+        _check_eps(self.eps)
         if isinstance(self.coeffs, str):
             _coeffs(self.coeffs)
-        elif len(tuple(self.coeffs)) != 3:
-            raise ValueError(f"coeffs must be a preset name or (a, b, c); got {self.coeffs!r}")
         else:
-            object.__setattr__(self, "coeffs", tuple(float(c) for c in self.coeffs))
+            arr = _coeffs(self.coeffs)
+            if arr.shape != (3,):
+                raise ValueError(f"coeffs must be a preset name or (a, b, c); got {self.coeffs!r}")
+            object.__setattr__(self, "coeffs", tuple(float(c) for c in arr))
 
-    def leaf(self, g: jax.Array) -> jax.Array:
-        """Apply the policy to one leaf; the output has ``g``'s shape and dtype."""
+    def leaf(self, g: jax.Array, name: str = "g") -> jax.Array:
+        """Apply the policy to one leaf; the output has ``g``'s shape and float dtype.
+
+        Integer leaves are converted to the default float dtype (the direction is never
+        truncated back to integers); ``name`` labels errors.
+        """
+        g = _as_float(g, name)
         if g.ndim <= 1:
             fn: Callable[[jax.Array], jax.Array] = {
                 "l2": l2_lmo,
@@ -239,16 +313,22 @@ class LMOSpec:
             d = d * max(1.0, rows / cols) ** 0.5
         elif self.scale == "rms":
             d = d * 0.2 * max(rows, cols) ** 0.5
-        return d.reshape(g.shape).astype(g.dtype)
+        return d.reshape(g.shape).astype(g.dtype)  # g is float here
 
 
 def tree_lmo(tree: Any, spec: LMOSpec | None = None) -> Any:
     """Apply :class:`LMOSpec`'s per-leaf oracle to every leaf of a pytree (default ``LMOSpec()``).
 
     The result is the descent direction (it already carries the minus sign), so parameters move
-    as ``X + η · tree_lmo(M)`` (Algorithm 1, line 9).
+    as ``X + η · tree_lmo(M)`` (Algorithm 1, line 9). Every leaf must be a non-empty, finite real
+    array; integer leaves are converted to JAX's default float dtype (their direction is
+    returned as floats, never truncated to integers); errors name the leaf's path.
     """
     spec = LMOSpec() if spec is None else spec
     if not isinstance(spec, LMOSpec):
         raise TypeError(f"spec must be an LMOSpec, got {type(spec).__name__}")
-    return jax.tree.map(spec.leaf, tree)
+    if not jax.tree.leaves(tree):
+        raise ValueError("tree must hold at least one array leaf")
+    return jax.tree_util.tree_map_with_path(
+        lambda path, g: spec.leaf(g, f"tree{jax.tree_util.keystr(path)}"), tree
+    )

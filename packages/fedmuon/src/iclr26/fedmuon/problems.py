@@ -115,6 +115,8 @@ def least_squares(
     check_int(d_in, "d_in", low=1)
     check_int(d_out, "d_out", low=1)
     check_range(heterogeneity, "heterogeneity", low=0.0)
+    if not np.isfinite(heterogeneity):
+        raise ValueError(f"heterogeneity must be finite, got {heterogeneity!r}")
     rng = np.random.default_rng(seed)
     w0 = rng.normal(size=(d_in, d_out)) / np.sqrt(d_in)
     datasets = []
@@ -181,6 +183,10 @@ def digits(
     check_choice(model, "model", ("softmax", "mlp"))
     check_choice(partition, "partition", ("dirichlet", "iid"))
     check_int(hidden, "hidden", low=1)
+    check_int(n_clients, "n_clients", low=1)
+    check_range(beta, "beta", low=0.0, low_inclusive=False)  # before loading the data
+    if not np.isfinite(beta):
+        raise ValueError(f"beta must be finite, got {beta!r}")
     x, y, xt, yt = load_digits_split(seed=0)
     if partition == "dirichlet":
         parts = dirichlet_partition(y, n_clients, beta, seed=seed)

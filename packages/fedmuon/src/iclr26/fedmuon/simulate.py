@@ -24,6 +24,7 @@ from iclr26.fedmuon.algorithms import (
     ClientState,
     FedConfig,
     ServerState,
+    check_params,
     client_update,
     communication_bytes,
     init_clients,
@@ -101,6 +102,13 @@ def global_metrics(
     loss_fn: Callable, params: Any, clients: FederatedData
 ) -> tuple[float, float, float]:
     """``(f(X), ‖∇f(X)‖_F, ‖∇f(X)‖_*)`` with ``f = (1/n)Σ_i f_i`` over all client data."""
+    if not isinstance(clients, FederatedData):
+        raise TypeError(f"clients must be FederatedData, got {type(clients).__name__}")
+    check_params(params)
+    return _metrics(loss_fn, params, clients)
+
+
+def _metrics(loss_fn: Callable, params: Any, clients: FederatedData) -> tuple[float, float, float]:
     loss, fro, nuc = _global_fn(loss_fn)(params, clients.data, jnp.asarray(clients.counts))
     return float(loss), float(fro), float(nuc)
 
@@ -189,6 +197,12 @@ def simulate(
     if cfg.batch_size is None and jax.tree.leaves(clients.data)[0].shape[1] != clients.counts[0]:
         raise ValueError("batch_size=None (full batch) needs unpadded client data")
     check_int(eval_every, "eval_every", low=1)
+    check_int(seed, "seed", low=0)
+    check_params(init_params, "init_params")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError(f"eval_fn must be callable or None, got {type(eval_fn).__name__}")
     round_fn = make_round(algo, loss_fn, cfg.static_key())
     server = init_server(algo, init_params, cfg)
     states = init_clients(init_params, cfg.n_clients)
@@ -204,7 +218,7 @@ def simulate(
     compile_time = 0.0
 
     def record(r: int) -> None:
-        loss, fro, nuc = global_metrics(loss_fn, server.params, clients)
+        loss, fro, nuc = _metrics(loss_fn, server.params, clients)  # NaN recorded, not raised
         for name, value in (("rounds", r), ("loss", loss), ("grad_fro", fro), ("grad_nuc", nuc)):
             records[name].append(value)
         if eval_fn is not None:
@@ -250,6 +264,8 @@ def run_problem(
     show_progress: bool = False,
 ) -> History:
     """:func:`simulate` on a :class:`~iclr26.fedmuon.problems.Problem`."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem, got {type(problem).__name__}")
     return simulate(
         algo,
         problem.loss_fn,

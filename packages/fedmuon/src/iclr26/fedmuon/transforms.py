@@ -16,6 +16,7 @@ inserted between them; these small transformations can, and compose with ``optax
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -113,6 +114,16 @@ def scale_by_lmo(spec: LMOSpec | None = None) -> optax.GradientTransformation:
     return optax.GradientTransformation(init_fn, update_fn)
 
 
+def _check_lr(learning_rate: Any) -> None:
+    if callable(learning_rate) or isinstance(learning_rate, jax.core.Tracer):
+        return  # an optax schedule, or a step size traced under jit
+    if hasattr(learning_rate, "shape") and learning_rate.shape == ():
+        learning_rate = float(learning_rate)
+    lr = check_range(learning_rate, "learning_rate", low=0.0, low_inclusive=False)
+    if not math.isfinite(lr):
+        raise ValueError(f"learning_rate must be finite, got {learning_rate!r}")
+
+
 def local_muon(
     learning_rate: optax.ScalarOrSchedule, alpha: float = 0.1, spec: LMOSpec | None = None
 ) -> optax.GradientTransformation:
@@ -123,6 +134,7 @@ def local_muon(
         alpha: EMA weight on the new gradient (spec default 0.1, i.e. Muon's ``β = 0.9``).
         spec: per-leaf LMO policy (default :class:`LMOSpec()`: NS_5 with Jordan's coefficients).
     """
+    _check_lr(learning_rate)
     return optax.chain(
         ema_momentum(alpha),
         scale_by_lmo(spec),
@@ -143,6 +155,7 @@ def fedmuon_local(
         alpha: EMA weight on the new gradient.
         spec: per-leaf LMO policy.
     """
+    _check_lr(learning_rate)
     return optax.chain(
         ema_momentum(alpha),
         control_variate_correction(),

@@ -44,7 +44,10 @@ class ChatClient(Protocol):
 
 
 class ClientError(RuntimeError):
-    """The server could not give a usable reply (bad status, malformed body, retries exhausted)."""
+    """The server could not give a usable reply (bad status, malformed body, retries exhausted).
+
+    The message is one line and names the endpoint.
+    """
 
 
 class OpenAICompatibleClient:
@@ -52,14 +55,19 @@ class OpenAICompatibleClient:
 
     Retries 429 and 5xx responses, timeouts and connection errors with exponential backoff
     (honouring ``Retry-After`` up to 30 s); any other 4xx and malformed JSON raise
-    :class:`ClientError` at once with the status and the start of the body. Thread-safe.
+    :class:`ClientError` at once with the status and the start of the body. Retries are bounded
+    twice: ``max_retries`` per request and ``retry_budget`` over the client's whole life (one
+    evaluation run), so a dead or failing endpoint ends the run in seconds instead of retrying
+    every question. Thread-safe.
 
     Args:
         base_url: e.g. ``"http://127.0.0.1:8000/v1"``.
         model: model name sent in the request.
-        api_key: sent as a bearer token when given.
+        api_key: sent as a bearer token when given (the CLI reads it from an environment
+            variable, never from the command line).
         timeout: seconds per request.
-        max_retries: retries after the first attempt.
+        max_retries: retries after the first attempt of one request.
+        retry_budget: retries allowed over all requests of this client; ``None``: unbounded.
         backoff: first retry delay in seconds, doubled each retry.
         temperature, max_tokens: sampling parameters; ``extra`` adds any other body fields.
         transport: an ``httpx`` transport (tests use a mock transport).
@@ -73,6 +81,7 @@ class OpenAICompatibleClient:
         api_key: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
+        retry_budget: int | None = 20,
         backoff: float = 0.5,
         temperature: float = 0.0,
         max_tokens: int = 256,
@@ -83,10 +92,19 @@ class OpenAICompatibleClient:
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         check_range(timeout, "timeout", low=0.0, low_inclusive=False)
         check_int(max_retries, "max_retries", low=0)
+        if retry_budget is not None:
+            check_int(retry_budget, "retry_budget", low=0)
         check_range(backoff, "backoff", low=0.0)
+        check_range(temperature, "temperature", low=0.0)
+        check_int(max_tokens, "max_tokens", low=1)
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string, got {model!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.max_retries = max_retries
+        self.retry_budget = retry_budget
+        self.retries_used = 0
+        self.temperature = float(temperature)
         self.backoff = backoff
         self.body = {
             "model": model,
@@ -105,6 +123,16 @@ class OpenAICompatibleClient:
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
+                with self._lock:
+                    exhausted = (
+                        self.retry_budget is not None and self.retries_used >= self.retry_budget
+                    )
+                    self.retries_used += not exhausted
+                if exhausted:
+                    raise ClientError(
+                        f"{self.url}: retry budget of {self.retry_budget} retries for this run "
+                        f"is used up; last error: {_one_line(last)}"
+                    ) from last
                 delay = self.backoff * 2 ** (attempt - 1)
                 retry_after = getattr(last, "retry_after", None)
                 time.sleep(min(retry_after, 30.0) if retry_after is not None else delay)
@@ -114,21 +142,19 @@ class OpenAICompatibleClient:
                 response = self._http.post(self.url, json=body)
             except (httpx.TimeoutException, httpx.TransportError) as err:
                 last = err
-                log.warning("request to %s failed (%s); attempt %d", self.url, err, attempt + 1)
+                log.info("request to %s failed (%s); attempt %d", self.url, err, attempt + 1)
                 continue
             if response.status_code == 429 or response.status_code >= 500:
                 last = _RetryableStatus(response)
-                log.warning(
-                    "%s answered %d; attempt %d", self.url, response.status_code, attempt + 1
-                )
+                log.info("%s answered %d; attempt %d", self.url, response.status_code, attempt + 1)
                 continue
             if response.status_code >= 400:
                 raise ClientError(
-                    f"{self.url} answered {response.status_code}: {response.text[:200]}"
+                    f"{self.url} answered {response.status_code}: {_one_line(response.text)}"
                 )
             return _parse(response)
         raise ClientError(
-            f"{self.url}: no usable reply after {self.max_retries + 1} attempts: {last}"
+            f"{self.url}: no usable reply after {self.max_retries + 1} attempts: {_one_line(last)}"
         ) from last
 
     def close(self) -> None:
@@ -152,17 +178,25 @@ class _RetryableStatus(Exception):
             self.retry_after = None
 
 
+def _one_line(obj: object, limit: int = 200) -> str:
+    """``str(obj)`` on one line, cut to ``limit`` characters (server bodies can be pages long)."""
+    text = " ".join(str(obj).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _parse(response: httpx.Response) -> Completion:
     try:
         data = response.json()
     except ValueError as err:
-        raise ClientError(f"malformed JSON from {response.url}: {response.text[:200]!r}") from err
+        raise ClientError(
+            f"malformed JSON from {response.url}: {_one_line(repr(response.text))}"
+        ) from err
     try:
         choice = data["choices"][0]
         text = choice["message"]["content"]
     except (KeyError, IndexError, TypeError) as err:
         raise ClientError(
-            f"reply from {response.url} has no choices[0].message.content: {str(data)[:200]}"
+            f"reply from {response.url} has no choices[0].message.content: {_one_line(data)}"
         ) from err
     return Completion(text if isinstance(text, str) else "", choice.get("finish_reason"))
 

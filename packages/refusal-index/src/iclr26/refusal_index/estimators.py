@@ -27,9 +27,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm, spearmanr
 
-from iclr26.refusal_index.metrics import as_flags
+from iclr26.refusal_index.metrics import as_flags, as_reals
 from iclr26.refusal_index.tetrachoric import bvn_density, pearson_to_spearman, tetrachoric
-from iclr26.shared import check_array, check_choice, check_int, check_range
+from iclr26.shared import check_choice, check_int, check_range
 
 __all__ = [
     "ESTIMATORS",
@@ -38,6 +38,7 @@ __all__ = [
     "disattenuate",
     "refusal_index_direct",
     "refusal_index_from_rates",
+    "refusal_index_ksample",
     "refusal_index_paired",
     "retest_reliability",
 ]
@@ -72,7 +73,7 @@ class RIResult:
         ci: ``(low, high)`` confidence interval on the RI scale, or ``None``.
         ci_level: nominal coverage of ``ci``.
         se: standard error of ``ri`` (delta method), NaN when not computed.
-        method: ``"rates"``, ``"paired"`` or ``"direct"``.
+        method: ``"rates"``, ``"paired"``, ``"direct"`` or ``"ksample"``.
         estimator: name of the estimator used.
         reason: why ``ri`` is NaN, else ``None``.
         warnings: corrections applied and diagnostics (also emitted as
@@ -425,12 +426,14 @@ def refusal_index_direct(
         :class:`RIResult` with ``method="direct"``; ``refusal_rate``, ``error_rate`` are the
         means and ``p11`` the mean of ``r_i·e_i``.
     """
-    r = np.asarray(refusal_probs, dtype=float)
-    e = np.asarray(error_probs, dtype=float)
+    r = np.asarray(refusal_probs)
+    e = np.asarray(error_probs)
     for name, arr in (("refusal_probs", r), ("error_probs", e)):
-        check_array(arr, name)
         if arr.ndim not in (1, 2):
             raise ValueError(f"{name} must be (n,) or (K, n), got shape {arr.shape}")
+    r = as_reals(r, "refusal_probs", r.ndim)
+    e = as_reals(e, "error_probs", e.ndim)
+    for name, arr in (("refusal_probs", r), ("error_probs", e)):
         if (arr < 0).any() or (arr > 1).any():
             raise ValueError(f"{name} must be probabilities in [0, 1]")
     r = r.mean(axis=0) if r.ndim == 2 else r
@@ -460,6 +463,160 @@ def refusal_index_direct(
         ci_level=ci_level,
         method="direct",
         estimator="spearman",
+    )
+
+
+def _outcomes(x: ArrayLike, name: str) -> NDArray[np.bool_]:
+    """``(K, n)`` 0/1 outcomes as bool; floats other than 0/1, NaN and 1-D input are refused."""
+    arr = np.asarray(x)
+    if arr.dtype != np.bool_:
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{name} must be bool or 0/1 numbers, got dtype {arr.dtype}")
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise ValueError(f"{name} contains NaN or inf")
+        if not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"{name} must hold 0/1 outcomes (one row per run), got other values")
+        arr = arr.astype(bool)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be (K, n): one row of outcomes per run, got {arr.shape}")
+    if arr.shape[0] < 2:
+        raise ValueError(f"{name} needs K >= 2 runs, got {arr.shape[0]}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} must not be empty")
+    return arr
+
+
+def _count_ranks(counts: NDArray[np.int64], levels: int) -> NDArray[np.float64]:
+    """Average ranks (ties share the mean rank) of each row of integer counts in ``[0, levels)``.
+
+    Equal to ``scipy.stats.rankdata(counts, axis=1)`` but O(n) per row instead of a sort: the
+    rank of value ``v`` is the number of smaller values plus ``(ties + 1) / 2``.
+    """
+    rows = counts.shape[0]
+    offset = (np.arange(rows) * levels)[:, None]
+    hist = np.bincount((counts + offset).ravel(), minlength=rows * levels).reshape(rows, levels)
+    below = np.cumsum(hist, axis=1) - hist
+    table = below + (hist + 1) / 2.0
+    return np.take_along_axis(table, counts, axis=1)
+
+
+def _rowwise_spearman(rr: NDArray, re_: NDArray) -> NDArray:
+    """Pearson correlation of each row pair of ranks (Spearman); NaN for a constant row."""
+    rr = rr.astype(float, copy=True)
+    re_ = re_.astype(float, copy=True)
+    rr -= rr.mean(axis=1, keepdims=True)
+    re_ -= re_.mean(axis=1, keepdims=True)
+    num = (rr * re_).sum(axis=1)
+    den = np.sqrt((rr * rr).sum(axis=1) * (re_ * re_).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def refusal_index_ksample(
+    refused: ArrayLike,
+    forced_wrong: ArrayLike,
+    *,
+    ci: str | None = "bootstrap",
+    ci_level: float = 0.95,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> RIResult:
+    """RI by its definition from ``K`` sampled answers per question (no copula assumed).
+
+    Each question is asked ``K`` times in each pass at a temperature above 0. The per-question
+    refusal probability ``r̂_i`` is the share of the ``K`` refusal-allowed answers that refuse,
+    the error probability ``ê_i`` the share of the ``K`` forced answers that are wrong, and
+    ``RI = Spearman(r̂, ê)`` with average ranks for ties — the paper's definition applied to
+    estimated probabilities. It costs ``2K`` calls per question (the two-pass estimator: 2) and
+    is attenuated towards 0 for small ``K`` (``r̂_i`` carries binomial noise of variance
+    ``r_i(1 − r_i)/K``); ``bench`` reports its bias, spread and cost against the two-pass
+    estimator.
+
+    Args:
+        refused: ``(K, n)`` bool (or 0/1), refused in the ``k``-th refusal-allowed run.
+        forced_wrong: ``(K', n)`` bool (or 0/1), wrong in the ``k``-th forced run (``K'`` may
+            differ from ``K``).
+        ci: ``"bootstrap"`` (percentile, resampling questions) or ``None``.
+        ci_level: nominal coverage of the CI.
+        n_boot: bootstrap resamples.
+        seed: seed of the bootstrap.
+
+    Returns:
+        :class:`RIResult` with ``method="ksample"``; ``refusal_rate``/``error_rate`` are the mean
+        probabilities, ``p11`` the mean of ``r̂_i·ê_i``; ``ri`` is NaN with a ``reason`` when
+        every question has the same estimated refusal or error probability.
+    """
+    r_runs = _outcomes(refused, "refused")
+    e_runs = _outcomes(forced_wrong, "forced_wrong")
+    if r_runs.shape[1] != e_runs.shape[1]:
+        raise ValueError(
+            f"refused and forced_wrong must cover the same questions, got {r_runs.shape[1]} "
+            f"and {e_runs.shape[1]}"
+        )
+    check_choice(ci, "ci", ("bootstrap", None))
+    check_range(ci_level, "ci_level", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    check_int(n_boot, "n_boot", low=10)
+    check_int(seed, "seed", low=0)
+    r_count = r_runs.sum(axis=0)
+    e_count = e_runs.sum(axis=0)
+    levels_r, levels_e = r_runs.shape[0] + 1, e_runs.shape[0] + 1
+    r = r_count / r_runs.shape[0]
+    e = e_count / e_runs.shape[0]
+    n = r.size
+    name = f"spearman (K={r_runs.shape[0]}/{e_runs.shape[0]})"
+    rates = {"q": float(r.mean()), "pe": float(e.mean()), "p11": float((r * e).mean()), "n": n}
+    if n < 4:
+        return _nan_result("need at least 4 questions", "ksample", name, **rates)
+    if np.ptp(r) == 0 or np.ptp(e) == 0:
+        return _nan_result(
+            "every question has the same estimated refusal or error probability",
+            "ksample",
+            name,
+            **rates,
+        )
+    ri = float(
+        _rowwise_spearman(
+            _count_ranks(r_count[None, :], levels_r), _count_ranks(e_count[None, :], levels_e)
+        )[0]
+    )
+    result = RIResult(
+        ri=ri,
+        rho=math.nan,
+        refusal_rate=rates["q"],
+        error_rate=rates["pe"],
+        p11=rates["p11"],
+        n=n,
+        method="ksample",
+        estimator=name,
+    )
+    if ci is None:
+        return result
+    rng = np.random.default_rng(seed)
+    boot = []
+    block = max(1, 2_000_000 // n)  # bound memory: ~2M values per block
+    for start in range(0, n_boot, block):
+        idx = rng.integers(0, n, size=(min(block, n_boot - start), n))
+        boot.append(
+            _rowwise_spearman(
+                _count_ranks(r_count[idx], levels_r), _count_ranks(e_count[idx], levels_e)
+            )
+        )
+    values = np.concatenate(boot)
+    finite = values[np.isfinite(values)]
+    notes: list[str] = []
+    if finite.size < n_boot:
+        notes.append(f"{n_boot - finite.size} of {n_boot} bootstrap resamples were degenerate")
+    if finite.size < 10:
+        return replace(result, warnings=tuple(notes))
+    tail = (1.0 - ci_level) / 2.0 * 100.0
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    se = float(finite.std(ddof=1))
+    return replace(
+        result,
+        ci=(float(low), float(high)),
+        ci_level=ci_level,
+        se=se,
+        warnings=tuple(notes),
     )
 
 

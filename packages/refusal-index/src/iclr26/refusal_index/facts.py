@@ -81,6 +81,10 @@ def load_fact_table(relations: Sequence[str] = RELATIONS) -> FactTable:
 
     Countries lacking a value for a relation contribute no fact for it.
     """
+    if isinstance(relations, str) or not isinstance(relations, Sequence):
+        raise TypeError(f"relations must be a sequence of names, got {relations!r}")
+    if not relations:
+        raise ValueError(f"relations must name at least one of {RELATIONS}")
     for rel in relations:
         if rel not in _QUESTIONS:
             raise ValueError(f"unknown relation {rel!r}; choose from {RELATIONS}")
@@ -201,7 +205,10 @@ class FactMemorizer:
             grads[f"W{r}"] += h.T @ dlogits
             grads[f"b{r}"] += dlogits.sum(axis=0)
             dpre = (dlogits @ p[f"W{r}"].T) * (1.0 - h * h)
-            np.add.at(grads["E"], s, dpre)
+            if np.unique(s).size == s.size:  # one fact per subject and relation (countryinfo)
+                grads["E"][s] += dpre
+            else:
+                np.add.at(grads["E"], s, dpre)
             grads["R"][r] += dpre.sum(axis=0)
         return grads
 

@@ -50,6 +50,16 @@ def as_flags(x: ArrayLike, name: str) -> NDArray[np.bool_]:
     return arr
 
 
+def as_reals(x: ArrayLike, name: str, ndim: int = 1) -> NDArray[np.float64]:
+    """A finite, non-empty real array as float64; bools and integers convert exactly, anything
+    else (strings, objects, NaN, inf) is refused naming ``name``."""
+    arr = np.asarray(x)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    check_array(arr, name, ndim=ndim)
+    return arr.astype(float)
+
+
 def _bools(*arrays: tuple[ArrayLike, str]) -> list[NDArray[np.bool_]]:
     out = [as_flags(x, name) for x, name in arrays]
     if len({a.size for a in out}) > 1:
@@ -119,8 +129,7 @@ def reliability(refused: ArrayLike, answered_correct: ArrayLike) -> float:
 
 
 def _confidence(confidence: ArrayLike, correct: ArrayLike) -> tuple[NDArray, NDArray[np.bool_]]:
-    conf = np.asarray(confidence, dtype=float)
-    check_array(conf, "confidence", ndim=1)
+    conf = as_reals(confidence, "confidence")
     if (conf < 0).any() or (conf > 1).any():
         raise ValueError("confidence must lie in [0, 1]")
     (c,) = _bools((correct, "correct"))
@@ -136,8 +145,7 @@ def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
 
     O(n log n). NaN when only one class is present.
     """
-    s = np.asarray(scores, dtype=float)
-    check_array(s, "scores", ndim=1)
+    s = as_reals(scores, "scores")
     (y,) = _bools((labels, "labels"))
     if y.size != s.size:
         raise ValueError(f"scores ({s.size}) and labels ({y.size}) must have the same length")

@@ -87,6 +87,20 @@ def _bvn_strong(h: NDArray, k: NDArray, r: NDArray) -> NDArray:
     return np.where(positive, out, negative)
 
 
+def _floats(**arrays: ArrayLike) -> list[NDArray[np.float64]]:
+    """Inputs as float arrays, refusing non-numbers and NaN with errors that name the argument."""
+    out = []
+    for name, value in arrays.items():
+        arr = np.asarray(value)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype}")
+        arr = arr.astype(float)
+        if np.isnan(arr).any():
+            raise ValueError(f"{name} contains NaN")
+        out.append(arr)
+    return out
+
+
 def bvn_upper(a: ArrayLike, b: ArrayLike, rho: ArrayLike) -> NDArray[np.float64] | float:
     """Upper orthant probability ``Φ̄₂(a, b; ρ) = P(X > a, Y > b)`` of a standard bivariate normal.
 
@@ -101,8 +115,8 @@ def bvn_upper(a: ArrayLike, b: ArrayLike, rho: ArrayLike) -> NDArray[np.float64]
     Returns:
         Probabilities in ``[0, 1]``; a float when all inputs are scalars.
     """
-    a_, b_, r_ = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, b, rho)))
-    if np.isnan(r_).any() or (np.abs(r_) > 1.0).any():
+    a_, b_, r_ = np.broadcast_arrays(*_floats(a=a, b=b, rho=rho))
+    if (np.abs(r_) > 1.0).any():
         raise ValueError("rho must be in [-1, 1]")
     shape = a_.shape
     h, k, r = (v.ravel().copy() for v in (a_, b_, r_))
@@ -129,7 +143,9 @@ def bvn_density(a: ArrayLike, b: ArrayLike, rho: ArrayLike) -> NDArray[np.float6
 
     Used by the Newton steps of :func:`tetrachoric` and by the delta-method standard errors.
     """
-    a, b, rho = (np.asarray(v, dtype=float) for v in (a, b, rho))
+    a, b, rho = _floats(a=a, b=b, rho=rho)
+    if (np.abs(rho) > 1.0).any():
+        raise ValueError("rho must be in [-1, 1]")
     one_minus = np.maximum(1.0 - rho * rho, 1e-300)
     quad = (a * a - 2.0 * rho * a * b + b * b) / one_minus
     out = np.exp(-quad / 2.0) / (_TWO_PI * np.sqrt(one_minus))
@@ -157,7 +173,10 @@ def tetrachoric(
     Returns:
         ``ρ`` (NaN where a marginal is 0 or 1 or ``p_11`` is outside the Fréchet bounds).
     """
-    q, pe, p11 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (p_row, p_col, p_11)))
+    q, pe, p11 = np.broadcast_arrays(*_floats(p_row=p_row, p_col=p_col, p_11=p_11))
+    for name, arr in (("p_row", q), ("p_col", pe), ("p_11", p11)):
+        if ((arr < 0) | (arr > 1)).any():
+            raise ValueError(f"{name} must be rates in [0, 1]")
     shape = q.shape
     q, pe, p11 = q.ravel(), pe.ravel(), p11.ravel()
     lower = np.maximum(0.0, q + pe - 1.0)
@@ -196,11 +215,17 @@ def tetrachoric(
 
 def pearson_to_spearman(rho: ArrayLike) -> NDArray[np.float64] | float:
     """Spearman correlation of a bivariate normal with Pearson ``ρ``: ``(6/π)·arcsin(ρ/2)``."""
-    out = 6.0 / np.pi * np.arcsin(np.asarray(rho, dtype=float) / 2.0)
+    (r,) = _floats(rho=rho)
+    if (np.abs(r) > 1.0).any():
+        raise ValueError("rho must be in [-1, 1]")
+    out = 6.0 / np.pi * np.arcsin(r / 2.0)
     return float(out) if np.ndim(out) == 0 else out
 
 
 def spearman_to_pearson(ri: ArrayLike) -> NDArray[np.float64] | float:
     """Inverse of :func:`pearson_to_spearman`: ``2·sin(π·ρ_S/6)``."""
-    out = 2.0 * np.sin(np.pi * np.asarray(ri, dtype=float) / 6.0)
+    (r,) = _floats(ri=ri)
+    if (np.abs(r) > 1.0).any():
+        raise ValueError("ri must be in [-1, 1]")
+    out = 2.0 * np.sin(np.pi * r / 6.0)
     return float(out) if np.ndim(out) == 0 else out

@@ -47,9 +47,11 @@ def topk_norm(G: Any, k: int) -> NDArray[np.int64]:
 
 
 def _targets(G: NDArray, G_target: ArrayLike) -> NDArray:
-    T = np.atleast_2d(np.asarray(G_target, dtype=np.float64))
+    T = np.atleast_2d(as_matrix(np.atleast_2d(G_target), "G_target"))
     if T.shape[1] != G.shape[1]:
-        raise ValueError(f"target gradients must have {G.shape[1]} columns, got shape {T.shape}")
+        raise ValueError(f"G_target must have {G.shape[1]} columns, got shape {T.shape}")
+    if T.shape[0] == 0:
+        raise ValueError("G_target must hold at least one row")
     return T
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from iclr26.spice.objectives import as_matrix
+from iclr26.spice.objectives import as_indices, as_matrix
 
 __all__ = ["conflict_stats"]
 
@@ -20,11 +20,7 @@ def conflict_stats(G: Any, indices: ArrayLike) -> dict[str, float]:
         negative ones, 0 if none), ``avg_cosine`` and ``n_conflicts``.
     """
     G = as_matrix(G)
-    idx = np.asarray(indices, dtype=np.int64)
-    if idx.size == 0:
-        raise ValueError("indices must not be empty")
-    if idx.min() < 0 or idx.max() >= G.shape[0]:
-        raise ValueError(f"indices must lie in [0, {G.shape[0]})")
+    idx = as_indices(indices, G.shape[0])
     sel = G[idx]
     mean = sel.mean(axis=0)
     norms = np.linalg.norm(sel, axis=1) * np.linalg.norm(mean)

@@ -36,7 +36,7 @@ from iclr26.spice.baselines import (
 )
 from iclr26.spice.conflict import conflict_stats
 from iclr26.spice.data import load_digits_split, make_instruction_suite
-from iclr26.spice.grads import RandomProjector, per_sample_grads
+from iclr26.spice.grads import KroneckerProjector, RandomProjector, per_sample_grads
 from iclr26.spice.models import MLP, CharTransformer, CharVocab, train_classifier
 from iclr26.spice.objectives import logdet_utility
 from iclr26.spice.select import Selection, describe, greedy_logdet, spice, topk
@@ -56,7 +56,7 @@ def _xent(
     call: Callable[..., torch.Tensor], sample: tuple[torch.Tensor, torch.Tensor]
 ) -> torch.Tensor:
     x, y = sample
-    return nn.functional.cross_entropy(call(x), y)
+    return nn.functional.cross_entropy(call(x), y, reduction="none")  # one loss per example
 
 
 def _ci95(values: list[float]) -> float:
@@ -216,6 +216,16 @@ def _lm_loss(call: Callable[..., torch.Tensor], ids: torch.Tensor) -> torch.Tens
     )
 
 
+def _lm_losses(call: Callable[..., torch.Tensor], ids: torch.Tensor) -> torch.Tensor:
+    """One loss per sequence: mean over its own non-padding targets (per-sample gradients)."""
+    logits = call(ids[:, :-1])
+    targets = ids[:, 1:]
+    token = nn.functional.cross_entropy(
+        logits.transpose(1, 2), targets, ignore_index=0, reduction="none"
+    )
+    return token.sum(1) / (targets != 0).sum(1).clamp(min=1)
+
+
 def _train_lm(
     model: CharTransformer, ids: torch.Tensor, *, epochs: int, seed: int, params: Any = None
 ) -> CharTransformer:
@@ -292,7 +302,7 @@ def e2_instructions(
             projector: Any = projector,
         ) -> np.ndarray:
             return (
-                per_sample_grads(proxy, _lm_loss, ids[idx], params=names, projector=projector)
+                per_sample_grads(proxy, _lm_losses, ids[idx], params=names, projector=projector)
                 .double()
                 .numpy()
             )
@@ -306,7 +316,7 @@ def e2_instructions(
             projector: Any = projector,
         ) -> Selection:
             V = (
-                per_sample_grads(proxy, _lm_loss, val_ids, params=names, projector=projector)
+                per_sample_grads(proxy, _lm_losses, val_ids, params=names, projector=projector)
                 .double()
                 .numpy()
             )
@@ -653,32 +663,79 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
         "ours / submodlib time", ours.median / sub_time if sub_time == sub_time else math.nan
     )
 
-    # Per-sample gradients vs one batched backward
+    # Per-sample gradients vs one batched backward (issue: ≤ 2× on these shapes)
+    grad_rows, ratios = _bench_per_sample_grads(quick=quick, seed=seed)
+    report.add_table(
+        "Per-sample gradients, 256 examples, 64-64-10 MLP (1 thread; per round the fastest of "
+        "several calls of each method over the fastest batched backward of that round; median "
+        "and min–max of the ratio over rounds)",
+        grad_rows,
+    )
+    hooks = ratios["hooks"]
+    report.check(
+        "per-sample gradients (one batched backward + hooks) within 2× of a plain batched backward",
+        float(np.median(hooks)) <= 2.0,
+        f"{np.median(hooks):.2f}× (min–max over {len(hooks)} rounds {min(hooks):.2f}–{max(hooks):.2f}); "
+        f"vmap {np.median(ratios['vmap']):.2f}×",
+    )
+    report.metric("per-sample grads (hooks) / batched backward, median", float(np.median(hooks)))
+    report.metric(
+        "per-sample grads (vmap) / batched backward, median", float(np.median(ratios["vmap"]))
+    )
+    report.add_figure("selection_scaling", _plot_scaling(rows))
+    return report
+
+
+def _bench_per_sample_grads(*, quick: bool, seed: int) -> tuple[list[dict], dict[str, list[float]]]:
+    """Per-sample gradient methods against one plain batched backward, on the bench's MLP.
+
+    Each round times every method right after the baseline, taking the fastest of several calls
+    (on a shared machine the slower calls measure other processes' preemption, which hits a
+    longer call more often), so a ratio compares calls made under the same machine load; the
+    table gives the median and the spread (min–max) of the per-round ratios.
+    """
+    torch.manual_seed(seed)
     model = MLP(64, 10, hidden=64).eval()
     X, y = torch.randn(256, 64), torch.randint(0, 10, (256,))
+    d = sum(p.numel() for p in model.parameters())
+    kron = KroneckerProjector(16, 16, seed=seed)
+    k = kron.dim(p.shape for p in model.parameters())
+    dense = RandomProjector(d, k, seed=seed)
 
     def batched() -> None:
         model.zero_grad()
         nn.functional.cross_entropy(model(X), y).backward()
 
-    t_batch = timeit(batched, repeats=5, warmup=1)
-    t_vmap = timeit(lambda: per_sample_grads(model, _xent, (X, y)), repeats=5, warmup=1)
+    methods: dict[str, tuple[str, Callable[[], Any]]] = {
+        "hooks": ("per_sample_grads hooks (one batched backward)",
+                  lambda: per_sample_grads(model, _xent, (X, y), method="hooks")),
+        "vmap": ("per_sample_grads vmap (torch.func)",
+                 lambda: per_sample_grads(model, _xent, (X, y), method="vmap")),
+        "hooks+kron": (f"hooks + Kronecker projection to {k} (never materialised)",
+                       lambda: per_sample_grads(model, _xent, (X, y), method="hooks", projector=kron)),
+        "vmap+dense": (f"vmap + dense Gaussian projection to {k}",
+                       lambda: per_sample_grads(model, _xent, (X, y), method="vmap", projector=dense)),
+    }  # fmt: skip
+    rounds, calls = (5, 10) if quick else (9, 20)
+    ratios: dict[str, list[float]] = {key: [] for key in methods}
+    base: list[float] = []
+    for _ in range(rounds):
+        t_batch = timeit(batched, repeats=calls, warmup=2).min
+        base.append(t_batch)
+        for key, (_, fn) in methods.items():
+            ratios[key].append(timeit(fn, repeats=calls, warmup=1).min / t_batch)
     t_loop = timeit(
         lambda: per_sample_grads(model, _xent, (X, y), method="loop"), repeats=3, warmup=1
-    )
-    report.add_table(
-        "Per-sample gradients, 256 examples, 64-64-10 MLP",
-        [{"method": "one batched backward (no per-sample grads)", "seconds": t_batch.median},
-         {"method": "per_sample_grads vmap", "seconds": t_vmap.median, "× batched": t_vmap.median / t_batch.median},
-         {"method": "per_sample_grads loop (official approach)", "seconds": t_loop.median, "× batched": t_loop.median / t_batch.median}],
-    )  # fmt: skip
-    report.check(
-        "per-sample gradients (vmap) within 2× of a plain batched backward",
-        t_vmap.median <= 2 * t_batch.median,
-        f"{t_vmap.median / t_batch.median:.1f}×",
-    )
-    report.add_figure("selection_scaling", _plot_scaling(rows))
-    return report
+    ).min
+    rows = [{"method": "one batched backward (no per-sample grads)", "seconds": float(np.median(base)),
+             "× batched (median)": 1.0, "× min": 1.0, "× max": 1.0}]  # fmt: skip
+    for key, (label, _) in methods.items():
+        r = ratios[key]
+        rows.append({"method": label, "seconds": float(np.median(r)) * float(np.median(base)),
+                     "× batched (median)": float(np.median(r)), "× min": min(r), "× max": max(r)})  # fmt: skip
+    rows.append({"method": "per_sample_grads loop (official approach)", "seconds": t_loop,
+                 "× batched (median)": t_loop / float(np.median(base)), "× min": math.nan, "× max": math.nan})  # fmt: skip
+    return rows, ratios
 
 
 def _plot_scaling(rows: list[dict]) -> plt.Figure:

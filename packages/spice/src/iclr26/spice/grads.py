@@ -1,13 +1,17 @@
 """Per-sample gradients of any torch model, restricted to the trainable (e.g. LoRA) parameters,
-with a seeded random projector; and the loader for Hugging Face causal LMs with LoRA.
+with seeded random projectors; and the loader for Hugging Face causal LMs with LoRA.
 
-``per_sample_grads`` uses ``torch.func`` (``vmap(grad(...))``, chunked) by default and a plain
-loop of single-example backward passes (what the official code does) on request; both give the
-same matrix.
+``per_sample_grads`` forms the per-sample gradients of linear (and LoRA, and LayerNorm) layers
+from ONE batched backward with hooks (a linear layer's per-sample gradient is the outer product
+of its output gradient and input), and projects them through a Kronecker-factored projector
+without materialising them. ``torch.func`` ``vmap(grad(...))`` is the general fallback, and a
+plain loop of single-example backward passes (what the official code does) the reference; all
+give the same matrix.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +24,11 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from iclr26.shared import check_choice, check_int
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
+    "HOOKED_LAYERS",
+    "KroneckerProjector",
     "LoraSettings",
     "RandomProjector",
     "format_example",
@@ -123,13 +131,262 @@ class RandomProjector:
 
 
 def _batch_size(batch: Any) -> int:
+    """The number of examples in ``batch``; also refuses an empty, ragged or non-finite batch."""
     leaves, _ = tree_flatten(batch)
-    sizes = {leaf.shape[0] for leaf in leaves if isinstance(leaf, torch.Tensor)}
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    if not tensors:
+        raise TypeError(
+            f"batch must be a tensor or a tuple/dict of tensors, got {type(batch).__name__}"
+        )
+    sizes = {t.shape[0] if t.ndim else 0 for t in tensors}
     if len(sizes) != 1:
         raise ValueError(
             f"every tensor in batch must share the first dimension, got sizes {sorted(sizes)}"
         )
-    return sizes.pop()
+    n = sizes.pop()
+    if n == 0:
+        raise ValueError("batch is empty (0 examples)")
+    for t in tensors:
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError("batch contains NaN or inf")
+    return n
+
+
+class KroneckerProjector:
+    """Seeded Kronecker-factored Johnson–Lindenstrauss projection of per-sample gradients, one
+    block per parameter (the structure LoGra-style gradient stores use).
+
+    A weight gradient ``G ∈ R^{d_out×d_in}`` is mapped to ``P_out G P_inᵀ ∈ R^{k_out×k_in}``,
+    i.e. ``vec(G)`` is multiplied by ``P_out ⊗ P_in``; a 1-D parameter (bias, norm scale) of size
+    ``d`` to ``P g ∈ R^{k_out}``. The factors have i.i.d. ``N(0, 1/k)`` (or ``±1/√k``) entries,
+    so ``E[(P_out⊗P_in)ᵀ(P_out⊗P_in)] = I``: squared norms and dot products are preserved in
+    expectation. A side whose dimension is at most its ``k`` is kept exactly (identity).
+
+    For a linear layer the per-sample gradient is ``Σ_t δ_t x_tᵀ`` (output gradient ⊗ input), so
+    ``P_out G P_inᵀ = Σ_t (P_out δ_t)(P_in x_t)ᵀ``: :func:`per_sample_grads` with
+    ``method="hooks"`` projects the two factors and never forms the ``d_out×d_in`` gradient. With
+    ``"vmap"``/``"loop"`` the materialised gradient is projected, with the same result.
+
+    Args:
+        k_in: projected size of a weight's input side.
+        k_out: projected size of a weight's output side and of 1-D parameters.
+        seed: seed; parameter ``j`` (in ``named_parameters`` order of the chosen ones) gets its
+            own factors, so the projection depends only on the seed and the shapes.
+        kind: ``"gaussian"`` or ``"rademacher"``.
+    """
+
+    def __init__(
+        self, k_in: int = 32, k_out: int = 32, *, seed: int = 0, kind: str = "gaussian"
+    ) -> None:
+        self.k_in = check_int(k_in, "k_in", low=1)
+        self.k_out = check_int(k_out, "k_out", low=1)
+        self.seed = check_int(seed, "seed", low=0)
+        self.kind = check_choice(kind, "kind", ("gaussian", "rademacher"))
+        self._cache: dict[tuple[int, int, int, torch.dtype, torch.device], torch.Tensor] = {}
+
+    def factor(
+        self, index: int, side: int, d: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor | None:
+        """The ``(k, d)`` factor of parameter ``index`` (side 0: output, 1: input), or ``None``
+        when ``d <= k`` (that side is kept exactly)."""
+        k = self.k_out if side == 0 else self.k_in
+        if d <= k:
+            return None
+        key = (index, side, d, dtype, device)
+        if key not in self._cache:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + 2 * index + side)
+            if self.kind == "gaussian":
+                m = torch.randn(k, d, generator=gen, dtype=torch.float64)
+            else:
+                m = torch.randint(0, 2, (k, d), generator=gen).to(torch.float64) * 2 - 1
+            self._cache[key] = (m / math.sqrt(k)).to(dtype=dtype, device=device)
+        return self._cache[key]
+
+    def block_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """Projected shape of a parameter of ``shape`` (more than 2 dims: ``(shape[0], rest)``)."""
+        if len(shape) == 0:
+            return (1,)
+        if len(shape) == 1:
+            return (min(shape[0], self.k_out),)
+        d_in = math.prod(shape[1:])
+        return (min(shape[0], self.k_out), min(d_in, self.k_in))
+
+    def dim(self, shapes: Iterable[Sequence[int]]) -> int:
+        """Output dimension for parameters of these shapes."""
+        return sum(math.prod(self.block_shape(s)) for s in shapes)
+
+    def project_block(self, index: int, grads: torch.Tensor) -> torch.Tensor:
+        """Project materialised per-sample gradients ``(n, *shape)`` of parameter ``index`` to
+        ``(n, prod(block_shape(shape)))``."""
+        n = grads.shape[0]
+        if grads.ndim == 1:
+            return grads.reshape(n, 1)
+        if grads.ndim == 2:
+            p = self.factor(index, 0, grads.shape[1], grads.dtype, grads.device)
+            return grads if p is None else grads @ p.T
+        g = grads.reshape(n, grads.shape[1], -1)
+        p_out = self.factor(index, 0, g.shape[1], g.dtype, g.device)
+        p_in = self.factor(index, 1, g.shape[2], g.dtype, g.device)
+        if p_in is not None:
+            g = g @ p_in.T
+        if p_out is not None:
+            g = p_out @ g
+        return g.reshape(n, -1)
+
+
+# --------------------------------------------------------- one batched backward with hooks
+
+#: Layer types whose per-sample gradients ``method="hooks"`` forms from one batched backward.
+HOOKED_LAYERS = (torch.nn.Linear, torch.nn.LayerNorm)
+
+
+def _hooked_owner(
+    model: torch.nn.Module, chosen: dict[str, torch.Tensor]
+) -> tuple[dict[str, tuple[torch.nn.Module, str]], list[str]]:
+    """Map each chosen parameter to ``(layer, "weight"|"bias")`` when a hookable layer owns it
+    directly; also return the chosen names that no hookable layer owns."""
+    owner: dict[str, tuple[torch.nn.Module, str]] = {}
+    for mod_name, module in model.named_modules():
+        if type(module) not in HOOKED_LAYERS:
+            continue  # subclasses may override forward: only the stock layers are trusted
+        for attr in ("weight", "bias"):
+            full = f"{mod_name}.{attr}" if mod_name else attr
+            if full in chosen and getattr(module, attr) is not None:
+                owner[full] = (module, attr)
+    return owner, [n for n in chosen if n not in owner]
+
+
+class _NotPerExample(ValueError):
+    """The loss is not one value per example, so hooks cannot separate the examples."""
+
+
+def _per_example_loss(loss: Any, n: int) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor) or loss.shape != (n,):
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise _NotPerExample(
+            f"method='hooks' needs compute_loss(model, batch) to return one loss per example, "
+            f"shape ({n},), got {shape}: use reduction='none' and average within each example, "
+            "or method='vmap'"
+        )
+    return loss
+
+
+def _hooks_grads(
+    model: torch.nn.Module,
+    compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
+    batch: Any,
+    chosen: dict[str, torch.Tensor],
+    owner: dict[str, tuple[torch.nn.Module, str]],
+    n: int,
+    projector: KroneckerProjector | None,
+) -> torch.Tensor:
+    """Per-sample gradients of Linear/LayerNorm parameters from ONE batched backward.
+
+    Each hooked layer's input ``x`` (forward hook) and output gradient ``δ`` (a tensor hook on its
+    output, which sees the gradient before any later in-place op) give the per-sample gradients
+    ``Σ_t δ_t x_tᵀ`` (weight) and ``Σ_t δ_t`` (bias); LayerNorm: ``Σ_t δ_t ⊙ x̂_t``. Correct when
+    example ``i``'s loss depends only on row ``i`` of every layer (no batch statistics).
+    """
+    layers = {id(m): m for m, _ in owner.values()}
+    calls: dict[int, list[list[Any]]] = {k: [] for k in layers}
+
+    def forward_hook(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
+        x = args[0]
+        if x.ndim == 0 or x.shape[0] != n:
+            raise _NotPerExample(
+                f"method='hooks': a {type(module).__name__} was called on an input of shape "
+                f"{tuple(x.shape)}, not batch-first with {n} examples; use method='vmap'"
+            )
+        slot: list[Any] = [module, x.detach(), None]
+        calls[id(module)].append(slot)
+        if output.requires_grad:
+            output.register_hook(lambda g, slot=slot: slot.__setitem__(2, g.detach()))
+
+    frozen = [p for p in chosen.values() if not p.requires_grad]
+    handles = [m.register_forward_hook(forward_hook) for m in layers.values()]
+    try:
+        for p in frozen:
+            p.requires_grad_(True)
+        losses = _per_example_loss(compute_loss(model, batch), n)
+        # Gradients w.r.t. the chosen parameters are cheap here (one GEMM per layer) and make the
+        # engine run every node the tensor hooks sit on; their values are not used.
+        torch.autograd.grad(losses.sum(), list(chosen.values()), allow_unused=True)
+    finally:
+        for h in handles:
+            h.remove()
+        for p in frozen:
+            p.requires_grad_(False)
+
+    names = list(chosen)
+    ref = next(iter(chosen.values()))
+    dtype = ref.dtype
+    if projector is None:
+        dims = [chosen[k].numel() for k in names]
+    else:
+        dims = [math.prod(projector.block_shape(chosen[k].shape)) for k in names]
+    out = torch.empty(n, sum(dims), dtype=dtype, device=ref.device)
+    start = 0
+    for index, (name, width) in enumerate(zip(names, dims, strict=True)):
+        module, attr = owner[name]
+        block = out[:, start : start + width]
+        start += width
+        first = True
+        for _, x, g in calls[id(module)]:
+            if g is None:
+                continue  # this call does not reach the loss
+            _accumulate(block, index, module, attr, x, g, n, projector, first)
+            first = False
+        if first:  # the layer never reached the loss: zero gradient
+            block.zero_()
+    return out
+
+
+def _accumulate(
+    block: torch.Tensor,
+    index: int,
+    module: torch.nn.Module,
+    attr: str,
+    x: torch.Tensor,
+    g: torch.Tensor,
+    n: int,
+    projector: KroneckerProjector | None,
+    first: bool,
+) -> None:
+    """Write (``first``) or add one layer call's per-sample gradients into ``block``."""
+    if isinstance(module, torch.nn.LayerNorm):
+        shape = module.normalized_shape
+        xhat = torch.nn.functional.layer_norm(x, shape, None, None, module.eps)
+        width = math.prod(shape)
+        g3 = g.reshape(n, -1, width)
+        per = (g3 * xhat.reshape(n, -1, width)).sum(1) if attr == "weight" else g3.sum(1)
+        per = per if projector is None else projector.project_block(index, per)
+        block.copy_(per) if first else block.add_(per)
+        return
+    d_out, d_in = module.weight.shape
+    g3 = g.reshape(n, -1, d_out)
+    if attr == "bias":
+        per = g3.sum(1)
+        per = per if projector is None else projector.project_block(index, per)
+        block.copy_(per) if first else block.add_(per)
+        return
+    x3 = x.reshape(n, -1, d_in)
+    if projector is not None:
+        p_out = projector.factor(index, 0, d_out, g.dtype, g.device)
+        p_in = projector.factor(index, 1, d_in, x.dtype, x.device)
+        if p_out is not None:
+            g3 = g3 @ p_out.T
+        if p_in is not None:
+            x3 = x3 @ p_in.T
+    view = block.view(n, g3.shape[2], x3.shape[2])
+    if x3.shape[1] == 1:  # one row per example: an outer product, written in place
+        if first:
+            torch.mul(g3[:, 0, :, None], x3[:, 0, None, :], out=view)
+        else:
+            view.addcmul_(g3[:, 0, :, None], x3[:, 0, None, :])
+    elif first:  # a sequence: Σ_t δ_t x_tᵀ as one batched matmul
+        torch.bmm(g3.transpose(1, 2), x3, out=view)
+    else:
+        view.baddbmm_(g3.transpose(1, 2), x3)
 
 
 def per_sample_grads(
@@ -138,29 +395,84 @@ def per_sample_grads(
     batch: Any,
     *,
     params: str | Iterable[str] | Callable[[str], bool] = "trainable",
-    method: str = "vmap",
+    method: str = "auto",
     chunk_size: int | None = None,
-    projector: RandomProjector | None = None,
+    projector: RandomProjector | KroneckerProjector | None = None,
 ) -> torch.Tensor:
     """Gradient of each example's loss with respect to the chosen parameters, as an ``(n, d)``
     matrix (rows in batch order, parameters concatenated in ``named_parameters`` order).
 
+    Methods (all give the same matrix up to float rounding):
+
+    * ``"hooks"``: ONE batched forward and backward. Every chosen parameter must belong to an
+      ``nn.Linear`` (LoRA ``lora_A``/``lora_B`` are ``nn.Linear``) or ``nn.LayerNorm``; the
+      per-sample gradient of a linear weight is ``Σ_t δ_t x_tᵀ``, formed from the layer input
+      ``x`` and output gradient ``δ`` captured by hooks. ``compute_loss(model, batch)`` must
+      return one loss per example, shape ``(n,)`` (e.g. ``reduction="none"``), and example ``i``'s
+      loss may depend only on row ``i`` (no batch statistics, e.g. BatchNorm in train mode).
+      With a :class:`KroneckerProjector` the projection is formed from the projected factors,
+      never from the ``d_out × d_in`` gradient.
+    * ``"vmap"``: ``torch.func`` ``vmap(grad(...))``, chunked by ``chunk_size``; any model.
+    * ``"loop"``: one backward per example (the official approach); any model.
+    * ``"auto"`` (default): ``"hooks"`` when every chosen parameter is hookable and the loss is
+      per-example, else ``"vmap"``.
+
     Args:
         model: any ``nn.Module``; put it in ``eval()`` mode for deterministic gradients (vmap
             refuses random ops such as active dropout).
-        compute_loss: ``compute_loss(call, sample) -> scalar``: ``call(*args, **kwargs)`` runs the
-            model, ``sample`` is one example of ``batch`` with a batch dimension of 1.
+        compute_loss: ``compute_loss(call, sample)``: ``call(*args, **kwargs)`` runs the model.
+            For ``"vmap"``/``"loop"`` ``sample`` is one example with a batch dimension of 1 and
+            the result a scalar (or shape ``(1,)``); for ``"hooks"`` ``sample`` is the whole
+            batch and the result has shape ``(n,)``. A loss written per example
+            (``reduction="none"``, averaged within each example) serves every method.
         batch: a tensor or pytree (tuple/dict) of tensors sharing the first dimension ``n``.
         params: which parameters, see :func:`select_params`.
-        method: ``"vmap"`` (``torch.func``, chunked by ``chunk_size``) or ``"loop"`` (one
-            backward per example, the official approach).
+        method: ``"auto"``, ``"hooks"``, ``"vmap"`` or ``"loop"``.
         chunk_size: examples per vmapped chunk (memory bound); ``None`` = all at once.
-        projector: optional :class:`RandomProjector` applied to the result.
+        projector: optional :class:`RandomProjector` (dense, applied to the ``(n, d)`` result) or
+            :class:`KroneckerProjector` (per parameter, factored).
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``, ``compute_loss`` is not callable, or
+            ``batch``/``projector`` has the wrong type.
+        ValueError: unknown ``method``, empty or ragged ``batch``, NaN/inf in ``batch``,
+            ``chunk_size < 1``, parameters ``"hooks"`` cannot handle, a loss of the wrong shape.
     """
-    check_choice(method, "method", ("vmap", "loop"))
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(compute_loss):
+        raise TypeError(f"compute_loss must be callable, got {type(compute_loss).__name__}")
+    check_choice(method, "method", ("auto", "hooks", "vmap", "loop"))
+    if chunk_size is not None:
+        check_int(chunk_size, "chunk_size", low=1)
+    if projector is not None and not isinstance(projector, RandomProjector | KroneckerProjector):
+        raise TypeError(
+            "projector must be a RandomProjector or KroneckerProjector, "
+            f"got {type(projector).__name__}"
+        )
+    n = _batch_size(batch)
     chosen = select_params(model, params)
     names = list(chosen)
-    n = _batch_size(batch)
+    if method in ("auto", "hooks"):
+        owner, unsupported = _hooked_owner(model, chosen)
+        if unsupported and method == "hooks":
+            raise ValueError(
+                "method='hooks' handles parameters of nn.Linear and nn.LayerNorm only; not "
+                f"{unsupported[:5]}: use method='vmap'"
+            )
+        if not unsupported:
+            kron = projector if isinstance(projector, KroneckerProjector) else None
+            try:
+                flat = _hooks_grads(model, compute_loss, batch, chosen, owner, n, kron)
+            except _NotPerExample:
+                if method == "hooks":
+                    raise
+                logger.info(
+                    "compute_loss returns a scalar for the batch: per_sample_grads uses vmap"
+                )
+            else:
+                return projector(flat) if isinstance(projector, RandomProjector) else flat
+        method = "vmap"
     buffers = dict(model.named_buffers())
     frozen = {k: v.detach() for k, v in model.named_parameters() if k not in chosen}
     if method == "vmap":
@@ -172,22 +484,37 @@ def per_sample_grads(
             def call(*args: Any, **kwargs: Any) -> Any:
                 return functional_call(model, state, args, kwargs)
 
-            return compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample))
+            return _scalar_loss(compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample)))
 
         grads = vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(detached, batch)
-        flat = torch.cat([grads[k].reshape(n, -1) for k in names], dim=1)
+        blocks = [grads[k].reshape(n, *chosen[k].shape) for k in names]
     else:
-        rows = []
-        for i in range(n):
-            sample = tree_map(lambda t, i=i: t[i : i + 1], batch)
-            loss = compute_loss(model, sample)
-            rows.append(
-                torch.cat(
-                    [g.reshape(-1) for g in torch.autograd.grad(loss, [chosen[k] for k in names])]
-                )
-            )
-        flat = torch.stack(rows)
+        rows: list[list[torch.Tensor]] = []
+        was = {k: p.requires_grad for k, p in chosen.items()}
+        try:
+            for p in chosen.values():
+                p.requires_grad_(True)
+            for i in range(n):
+                sample = tree_map(lambda t, i=i: t[i : i + 1], batch)
+                loss = _scalar_loss(compute_loss(model, sample))
+                rows.append(list(torch.autograd.grad(loss, [chosen[k] for k in names])))
+        finally:
+            for k, p in chosen.items():
+                p.requires_grad_(was[k])
+        blocks = [torch.stack([r[j] for r in rows]) for j in range(len(names))]
+    if isinstance(projector, KroneckerProjector):
+        return torch.cat([projector.project_block(j, b) for j, b in enumerate(blocks)], dim=1)
+    flat = torch.cat([b.reshape(n, -1) for b in blocks], dim=1)
     return projector(flat) if projector is not None else flat
+
+
+def _scalar_loss(loss: Any) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(
+            f"compute_loss on one example must return a scalar (or shape (1,)), got {shape}"
+        )
+    return loss.reshape(())
 
 
 # ---------------------------------------------------------------- Hugging Face causal LMs
@@ -267,8 +594,8 @@ def lm_per_sample_grads(
     *,
     max_length: int = 512,
     mask_prompt: bool = False,
-    projector: RandomProjector | None = None,
-    method: str = "loop",
+    projector: RandomProjector | KroneckerProjector | None = None,
+    method: str = "auto",
 ) -> torch.Tensor:
     """Per-example gradients of the causal-LM loss of formatted ``(instruction, response)`` pairs.
 
@@ -282,11 +609,24 @@ def lm_per_sample_grads(
         examples: ``(instruction, response)`` pairs.
         max_length: truncation length in tokens.
         mask_prompt: exclude the instruction tokens from the loss.
-        projector: optional :class:`RandomProjector`.
-        method: ``"loop"`` (default; robust for any architecture) or ``"vmap"``.
+        projector: optional :class:`RandomProjector` or :class:`KroneckerProjector`.
+        method: see :func:`per_sample_grads`; ``"auto"`` uses one batched backward with hooks
+            when only LoRA (``nn.Linear``) parameters are trainable.
     """
+    if isinstance(examples, str) or not isinstance(examples, Sequence):
+        raise TypeError(
+            f"examples must be a list of (instruction, response) pairs, got {type(examples).__name__}"
+        )
     if not examples:
         raise ValueError("examples must not be empty")
+    for j, ex in enumerate(examples):
+        if not (
+            isinstance(ex, tuple | list) and len(ex) == 2 and all(isinstance(t, str) for t in ex)
+        ):
+            raise TypeError(
+                f"examples[{j}] must be an (instruction, response) pair of strings, got {ex!r:.80}"
+            )
+    check_int(max_length, "max_length", low=2)
     texts = [format_example(i, r) for i, r in examples]
     enc = tokenizer(
         texts, return_tensors="pt", padding=True, truncation=True, max_length=max_length
@@ -305,6 +645,14 @@ def lm_per_sample_grads(
     }
 
     def compute_loss(call: Callable[..., Any], sample: dict[str, torch.Tensor]) -> torch.Tensor:
-        return call(**sample).loss
+        # the causal-LM loss of each example: mean over its own target tokens (as the model's
+        # built-in loss computes it for one example), so one definition serves every method
+        logits = call(input_ids=sample["input_ids"], attention_mask=sample["attention_mask"]).logits
+        targets = sample["labels"][:, 1:]
+        token = torch.nn.functional.cross_entropy(
+            logits[:, :-1].transpose(1, 2).float(), targets, ignore_index=-100, reduction="none"
+        )
+        keep = (targets != -100).to(token.dtype)
+        return token.sum(1) / keep.sum(1).clamp(min=1)
 
     return per_sample_grads(model, compute_loss, batch, method=method, projector=projector)

@@ -34,17 +34,45 @@ def as_matrix(G: Any, name: str = "G") -> NDArray[np.float64]:
     return arr
 
 
+def check_alpha(alpha: float, name: str = "alpha") -> float:
+    """``α`` must be a finite real number ``> 0``."""
+    value = check_range(alpha, name, low=0.0, low_inclusive=False)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {alpha!r}")
+    return value
+
+
+def as_indices(indices: ArrayLike, n: int, name: str = "indices") -> NDArray[np.int64]:
+    """A non-empty 1-D sequence of distinct integer row indices in ``[0, n)`` (refused, never
+    truncated: ``0.5`` or ``True`` is a TypeError)."""
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or idx.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence, got shape {idx.shape}")
+    if idx.dtype == bool or not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"{name} must be integers, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64)
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"{name} must lie in [0, {n}), got values in [{idx.min()}, {idx.max()}]")
+    if np.unique(idx).size != idx.size:
+        raise ValueError(f"{name} must be distinct, got repeated values")
+    return idx
+
+
 def logdet_utility(G: ArrayLike, alpha: float = 1.0) -> float:
     """``F(S) = log det(I + α G Gᵀ)`` for the rows of ``G`` (``(|S|, d)``), on the smaller side.
 
     An empty ``G`` (zero rows) gives 0.
     """
+    if type(G).__module__.startswith("torch"):
+        G = G.detach().cpu().numpy()
     G = np.asarray(G, dtype=np.float64)
     if G.ndim != 2:
         raise ValueError(f"G must be 2-dimensional, got shape {G.shape}")
-    check_range(alpha, "alpha", low=0.0, low_inclusive=False)
+    check_alpha(alpha)
     if G.shape[0] == 0:
         return 0.0
+    if not np.isfinite(G).all():
+        raise ValueError("G contains NaN or inf")
     gram = G @ G.T if G.shape[0] <= G.shape[1] else G.T @ G
     sign, value = np.linalg.slogdet(np.eye(gram.shape[0]) + alpha * gram)
     if sign <= 0:
@@ -79,7 +107,7 @@ class FisherState:
         k_hint: int | None = None,
     ) -> None:
         self.G = as_matrix(G)
-        self.alpha = check_range(alpha, "alpha", low=0.0, low_inclusive=False)
+        self.alpha = check_alpha(alpha)
         self.mode = check_choice(mode, "mode", MODES)
         check_choice(space, "space", ("auto", "primal", "kernel"))
         n, d = self.G.shape

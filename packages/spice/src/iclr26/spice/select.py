@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from iclr26.shared import check_choice, check_int, check_range
-from iclr26.spice.objectives import FisherState, as_matrix, logdet_utility
+from iclr26.spice.objectives import FisherState, as_indices, as_matrix, check_alpha, logdet_utility
 
 __all__ = ["Selection", "describe", "greedy_logdet", "spice", "topk"]
 
@@ -191,6 +191,8 @@ def spice(
     G = as_matrix(G)
     k = _check_k(k, G.shape[0])
     lam = check_range(conflict_penalty, "conflict_penalty", low=0.0)
+    if not np.isfinite(lam):
+        raise ValueError(f"conflict_penalty must be finite, got {conflict_penalty!r}")
     check_choice(penalty_scale, "penalty_scale", ("raw", "relative"))
     if isinstance(reference, str):
         check_choice(reference, "reference", ("selected_mean", "pool_mean"))
@@ -222,9 +224,7 @@ def topk(G: Any, k: int, *, alpha: float = 1.0, halflife: float | None = None) -
     G = as_matrix(G)
     k = _check_k(k, G.shape[0])
     tau = _halflife(halflife)
-    base = np.log1p(
-        check_range(alpha, "alpha", low=0.0, low_inclusive=False) * np.einsum("ij,ij->i", G, G)
-    )
+    base = np.log1p(check_alpha(alpha) * np.einsum("ij,ij->i", G, G))
     order = np.argsort(-base, kind="stable")[:k]
     stopped = False
     if tau is not None:
@@ -247,9 +247,7 @@ def topk(G: Any, k: int, *, alpha: float = 1.0, halflife: float | None = None) -
 def describe(G: Any, indices: ArrayLike, *, alpha: float = 1.0, name: str = "given") -> Selection:
     """A :class:`Selection` for any index sequence (a baseline's picks): exact gains in pick order."""
     G = as_matrix(G)
-    idx = np.asarray(indices, dtype=np.int64)
-    if idx.ndim != 1 or idx.size == 0:
-        raise ValueError("indices must be a non-empty 1-D sequence")
+    idx = as_indices(indices, G.shape[0])
     state = FisherState(G, alpha, mode="exact", k_hint=idx.size)
     gains = np.array([state.add(int(i)) for i in idx])
     return Selection(

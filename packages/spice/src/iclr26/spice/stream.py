@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from iclr26.shared import check_int, check_nonempty, check_range, progress
+from iclr26.shared import (
+    check_int,
+    check_nonempty,
+    check_range,
+    dumps_json,
+    prepare_output_file,
+    progress,
+)
 from iclr26.spice.conflict import conflict_stats
 from iclr26.spice.objectives import as_matrix
 from iclr26.spice.select import Selection, greedy_logdet, spice, topk
@@ -93,7 +100,7 @@ def _read_log(path: Path) -> dict[int, list[dict]]:
         )
         for step in damaged:
             steps.pop(step, None)
-        kept = [json.dumps(r, ensure_ascii=False) for s in sorted(steps) for r in steps[s]]
+        kept = [dumps_json(r, indent=None) for s in sorted(steps) for r in steps[s]]
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     return steps
 
@@ -141,6 +148,8 @@ def stream_select(
         )
     kwargs = dict(selector_kwargs or {})
     path = Path(log_path) if log_path is not None else None
+    if path is not None:  # a bad log path fails now, not after the first pool's gradients
+        prepare_output_file(path, "log_path")
     done = _read_log(path) if path is not None else {}
     n = len(data)
     n_pools = -(-n // pool_size)
@@ -177,9 +186,13 @@ def stream_select(
                          "data": _jsonable(data[int(pool[j])]), "gain": float(g)}
                         for j, g in zip(sel.indices, sel.gains, strict=True)
                     ]  # fmt: skip
-                    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+                    # one write per pool, so a crash tears at most the pool's last line, which
+                    # _read_log detects (per-record appends could leave a short pool that
+                    # reads as complete)
+                    lines = [dumps_json(r, indent=None) for r in records]
                     with path.open("a", encoding="utf-8") as f:
                         f.write("".join(line + "\n" for line in lines))
+                        f.flush()
                 if on_selected is not None:
                     on_selected([data[i] for i in picked], sel)
                 result.pools.append(

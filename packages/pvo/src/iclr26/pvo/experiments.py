@@ -1,0 +1,329 @@
+"""``reproduce`` (P1 main comparison, P2 the TD→VA swap, P5 tabular error propagation; P4 in
+the default run) and ``bench`` (all agents side by side, vmap-over-seeds throughput, per-step
+time against the networks' FLOP limit)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from iclr26.pvo.agents import AgentConfig
+from iclr26.pvo.data import make_dataset
+from iclr26.pvo.envs import hidden_reward
+from iclr26.pvo.evaluate import bootstrap_ci, iqm
+from iclr26.pvo.segments import label_pairs, sample_segment_pairs
+from iclr26.pvo.tabular import (
+    fit_tabular_reward,
+    fitted_td_tabular,
+    gridworld_mdp,
+    policy_value,
+    sample_tabular_pairs,
+    sample_trajectories,
+    solve_pvo_tabular,
+    value_iteration,
+)
+from iclr26.pvo.train import train_offline
+from iclr26.shared import Report, seed_everything
+
+__all__ = ["bench", "reproduce"]
+
+PACKAGE = "iclr26-pvo"
+BACKENDS = ("jax", "flax", "optax")
+LABELS = {
+    "pvo": "PVO (IQL + VA)",
+    "iql": "MR + IQL",
+    "oracle_iql": "Oracle IQL (true reward)",
+    "ipl": "IPL",
+    "cpl": "CPL",
+    "bc": "BC",
+    "xql": "MR + XQL",
+    "xql_va": "XQL + VA",
+}
+
+
+def _scale(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"episodes": 50, "steps": 3000, "eval_every": 1000, "seeds": 3, "budgets": (100,),
+                "rewards": ("sparse",), "p1": ("pvo", "iql", "bc"), "tab_seeds": 10}  # fmt: skip
+    return {"episodes": 100, "steps": 10000, "eval_every": 2500, "seeds": 5, "budgets": (100, 500),
+            "rewards": ("sparse",), "p1": ("pvo", "iql", "oracle_iql", "ipl", "bc"),
+            "tab_seeds": 30}  # fmt: skip
+
+
+def _prefs(ds, budget: int, reward: str, seed: int):
+    pairs = sample_segment_pairs(ds.obs, ds.act, budget, length=25, seed=seed + 1)
+    return label_pairs(pairs, lambda o, a: hidden_reward(o, a, reward), seed=seed + 2)
+
+
+def _run(algo: str, ds, prefs, sc, reward: str, seed: int, progress: bool):
+    cfg = AgentConfig(algo=algo, hidden=(64, 64))
+    seeds = [seed * 100 + i for i in range(sc["seeds"])]
+    return train_offline(
+        cfg, ds, prefs, steps=sc["steps"], eval_every=sc["eval_every"], seeds=seeds, reward=reward,
+        progress=progress,
+    )  # fmt: skip
+
+
+def _row(name: str, scores: np.ndarray, seed: int, **extra) -> dict[str, Any]:
+    lo, hi = bootstrap_ci(scores, seed=seed, n_boot=1000)
+    return {"method": name, **extra, "IQM": iqm(scores), "CI low": lo, "CI high": hi,
+            "mean": float(np.mean(scores)), "std": float(np.std(scores))}  # fmt: skip
+
+
+def tabular_error_propagation(
+    n_seeds: int, budgets=(20, 50, 200), seed: int = 0
+) -> list[dict[str, Any]]:
+    """P5: greedy-policy regret of TD on r̂ (fitted Q iteration) vs tabular PVO under partial
+    coverage on a 5 × 5 gridworld; r̂ is BT-fitted from ``budget`` length-5 pairs."""
+    mdp = gridworld_mdp(5)
+    S, A = mdp.r.shape
+    v_star = policy_value(mdp, value_iteration(mdp).argmax(1))
+    # A behaviour that mostly moves up/left: the goal corner is rarely reached (partial coverage).
+    behaviour = np.tile([0.35, 0.15, 0.35, 0.15], (S, 1))
+    rows = []
+    for budget in budgets:
+        regret = {"TD on r̂": [], "PVO (min-norm)": [], "PVO (anchored at r̂)": []}
+        for k in range(n_seeds):
+            s = seed * 1000 + k
+            states, actions = sample_trajectories(mdp, behaviour, 60, 15, seed=s)
+            s0, a0, s1, a1 = sample_tabular_pairs(states, actions, budget, 5, seed=s + 1)
+            R0, R1 = mdp.r[s0[:, :-1], a0].sum(1), mdp.r[s1[:, :-1], a1].sum(1)
+            y = (np.random.default_rng(s).random(budget) < 1 / (1 + np.exp(-5 * (R1 - R0)))).astype(
+                float
+            )
+            r_hat = fit_tabular_reward(s0, a0, s1, a1, y, S, A)
+            u = sample_tabular_pairs(states, actions, 1000, 5, seed=s + 2)
+            regret["TD on r̂"].append(
+                v_star
+                - policy_value(mdp, fitted_td_tabular(states, actions, r_hat, mdp.gamma).argmax(1))
+            )
+            regret["PVO (min-norm)"].append(
+                v_star - policy_value(mdp, solve_pvo_tabular(*u, r_hat, mdp.gamma)[1])
+            )
+            regret["PVO (anchored at r̂)"].append(
+                v_star
+                - policy_value(mdp, solve_pvo_tabular(*u, r_hat, mdp.gamma, tie="anchored")[1])
+            )
+        for name, values in regret.items():
+            rows.append({"pairs M": budget, "method": name, "mean regret": float(np.mean(values)),
+                         "std": float(np.std(values)), "seeds": n_seeds})  # fmt: skip
+    return rows
+
+
+def _curve_figure(curves: dict[str, tuple[list[int], np.ndarray]], title: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (steps, scores) in curves.items():
+        mean = scores.mean(1)
+        ax.plot(steps, mean, marker="o", label=name)
+        ax.fill_between(steps, scores.min(1), scores.max(1), alpha=0.15)
+    ax.set_xlabel("update steps")
+    ax.set_ylabel("normalised score (seed mean, min–max band)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Report:
+    """P1, P2, P5 (and P4 budgets in the default run) on generated Pendulum data."""
+    seed_everything(seed)
+    sc = _scale(quick)
+    report = Report(
+        PACKAGE,
+        "reproduce",
+        "Value alignment beats reward-model-then-TD on offline preference data, with lower "
+        "variance, most at small preference budgets and sparse rewards; swapping TD for VA "
+        "improves other learners too.",
+        seed=seed,
+        backends=BACKENDS,
+        config={
+            "quick": quick,
+            **dict(sc.items()),
+            "dataset": "medium_replay",
+            "segment": 25,
+        },
+    )
+    ds = make_dataset("medium_replay", sc["episodes"], seed=seed)
+    p1_rows, gaps = [], []
+    for reward in sc["rewards"]:
+        for budget in sc["budgets"]:
+            prefs = _prefs(ds, budget, reward, seed)
+            curves = {}
+            results = {}
+            for algo in sc["p1"]:
+                res = _run(algo, ds, prefs, sc, reward, seed, progress)
+                results[algo] = res
+                curves[LABELS[algo]] = (res.eval_steps, res.scores)
+                acc = res.reward_models[0].val_accuracy if res.reward_models else None
+                p1_rows.append(_row(LABELS[algo], res.final_scores, seed, reward=reward, **{"pairs M": budget},
+                                    **{"r̂ val acc": acc}))  # fmt: skip
+            pvo, iql = results["pvo"].final_scores, results["iql"].final_scores
+            gaps.append(
+                (reward, budget, iqm(pvo) - iqm(iql), float(np.std(pvo)), float(np.std(iql)))
+            )
+            if reward == sc["rewards"][0] and budget == sc["budgets"][0]:
+                report.add_figure(
+                    "p1_learning_curves",
+                    _curve_figure(curves, f"Pendulum medium-replay, {reward} reward, M = {budget}"),
+                )
+    report.add_table(
+        "P1: normalised score at the end of training (IQM over seeds, 95% bootstrap CI)", p1_rows
+    )
+    for reward, budget, gap, s_pvo, s_iql in gaps:
+        report.check(
+            f"P1 PVO ≥ MR+IQL ({reward} reward, M = {budget})",
+            gap >= 0,
+            f"IQM gap {gap:+.1f} points; seed std PVO {s_pvo:.1f} vs MR+IQL {s_iql:.1f}",
+        )
+    report.check(
+        "P1 PVO has lower seed variance than MR+IQL (all settings)",
+        all(s_pvo < s_iql for *_, s_pvo, s_iql in gaps),
+        "; ".join(f"{r}/M={b}: {sp:.1f} vs {si:.1f}" for r, b, _, sp, si in gaps),
+    )
+    # P2: the swap ablation on the first setting.
+    reward, budget = sc["rewards"][0], sc["budgets"][0]
+    prefs = _prefs(ds, budget, reward, seed)
+    p2_rows = []
+    swap_gaps = {}
+    pairs_of = [("iql", "pvo"), ("xql", "xql_va")]
+    for td, va in pairs_of:
+        scores = {}
+        for algo in (td, va):
+            res = (
+                _run(algo, ds, prefs, sc, reward, seed, progress)
+                if algo not in ("iql", "pvo")
+                else None
+            )
+            if res is None:  # P1 already trained these on this setting
+                row = next(
+                    r
+                    for r in p1_rows
+                    if r["method"] == LABELS[algo]
+                    and r["reward"] == reward
+                    and r["pairs M"] == budget
+                )
+                scores[algo] = row
+                p2_rows.append({k: row[k] for k in ("method", "IQM", "CI low", "CI high", "std")})
+            else:
+                row = _row(LABELS[algo], res.final_scores, seed)
+                scores[algo] = row
+                p2_rows.append({k: row[k] for k in ("method", "IQM", "CI low", "CI high", "std")})
+        swap_gaps[(td, va)] = scores[va]["IQM"] - scores[td]["IQM"]
+    report.add_table(
+        f"P2: swapping TD for value alignment ({reward} reward, M = {budget})", p2_rows
+    )
+    for (td, va), gap in swap_gaps.items():
+        report.check(f"P2 {LABELS[va]} ≥ {LABELS[td]}", gap >= 0, f"IQM gap {gap:+.1f} points")
+    # P5: tabular mechanism.
+    p5 = tabular_error_propagation(sc["tab_seeds"], seed=seed)
+    report.add_table(
+        "P5: greedy-policy regret under partial coverage, 5×5 gridworld (lower is better)", p5
+    )
+    td_mean = np.mean([r["mean regret"] for r in p5 if r["method"] == "TD on r̂"])
+    va_mean = np.mean([r["mean regret"] for r in p5 if r["method"] == "PVO (min-norm)"])
+    report.check("P5 tabular PVO regret ≤ TD-on-r̂ regret (mean over budgets)", va_mean <= td_mean,
+                 f"{va_mean:.3f} vs {td_mean:.3f}")  # fmt: skip
+    report.metric("P1 IQM gap PVO − MR+IQL (first setting)", gaps[0][2])
+    report.note(
+        "Data: Pendulum-v1 (a pure-JAX copy checked step for step against gymnasium), a medium-replay "
+        "dataset from a scripted energy-shaping controller with a gain schedule; preferences on "
+        "length-25 segments from a script teacher on the hidden reward (sparse: 1 within 0.3 rad of "
+        "upright). Networks 64×64 (the paper's 256×256 is 4× slower on 2 CPU cores); IQL defaults from "
+        "CORL (expectile 0.7, AWR exp(3·A) clipped at 100). Scores are 100 (R − R_random)/(R_expert − R_random) "
+        "under the hidden reward. Short runs on a CPU: small gaps are within noise, read the CIs."
+    )
+    return report
+
+
+def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Report:
+    """All agents on the same data and seeds; vmap-over-seeds speed-up; per-step time vs FLOPs."""
+    import jax
+
+    seed_everything(seed)
+    n_seeds = 5
+    steps = 500 if quick else 5000
+    report = Report(
+        PACKAGE,
+        "bench",
+        "Training 5 seeds under vmap is at least 2.5× the throughput of 5 sequential runs, and one "
+        "PVO update runs within 3× of its networks' forward+backward FLOP limit.",
+        seed=seed,
+        backends=BACKENDS,
+        config={"quick": quick, "steps": steps, "seeds": n_seeds},
+    )
+    ds = make_dataset("medium_replay", 50, seed=seed)
+    prefs = _prefs(ds, 100, "sparse", seed)
+    rows = []
+    for algo in LABELS:
+        cfg = AgentConfig(algo=algo, hidden=(64, 64))
+        t = time.perf_counter()
+        res = train_offline(cfg, ds, prefs, steps=steps, eval_every=steps // 2, seeds=list(range(n_seeds)),
+                            reward="sparse", progress=progress)  # fmt: skip
+        rows.append({**_row(LABELS[algo], res.final_scores, seed), "steps/s (all seeds)": res.steps_per_second,
+                     "wall s": time.perf_counter() - t})  # fmt: skip
+    report.add_table(
+        f"All agents, same data (sparse reward, M = 100), {steps} steps, {n_seeds} seeds", rows
+    )
+    # vmap over seeds vs sequential runs of the same program.
+    cfg = AgentConfig(algo="pvo", hidden=(64, 64))
+    common = {"steps": steps, "eval_every": steps // 2, "reward": "sparse"}
+    vm = train_offline(cfg, ds, prefs, seeds=list(range(n_seeds)), **common)
+    single = train_offline(cfg, ds, prefs, seeds=[0], **common)
+    speedup = vm.steps_per_second / single.steps_per_second
+    report.add_table("vmap over seeds vs sequential runs (PVO)", [
+        {"mode": f"vmap, {n_seeds} seeds", "seed-steps/s": vm.steps_per_second},
+        {"mode": "one seed at a time", "seed-steps/s": single.steps_per_second},
+        {"mode": "speed-up", "seed-steps/s": speedup},
+    ])  # fmt: skip
+    report.check(
+        f"vmap over {n_seeds} seeds ≥ 2.5× sequential throughput", speedup >= 2.5, f"{speedup:.2f}×"
+    )
+    # FLOP limit: one PVO update = forward+backward of twin Q, V, actor on 256 transitions and
+    # Q/V/r̂ on 2 × 16 × 25 pair steps; backward ≈ 2× forward.
+    h = 64
+
+    def mlp_flops(d_in, d_out, n):
+        return 2 * n * (d_in * h + h * h + h * d_out)
+
+    fwd = 2 * mlp_flops(4, 1, 256) * 2 + mlp_flops(3, 1, 256) * 3 + mlp_flops(3, 1, 256)
+    fwd += (
+        2 * mlp_flops(4, 1, 2 * 16 * 25)
+        + mlp_flops(3, 1, 2 * 16 * 25)
+        + mlp_flops(4, 1, 2 * 16 * 25)
+    )
+    flops_per_step = 3 * fwd
+    import jax.numpy as jnp
+
+    a = jnp.ones((256, h))
+    b = jnp.ones((h, h))
+    mm = jax.jit(lambda x: (x @ b) @ b.T)
+    mm(a).block_until_ready()
+    reps = 2000
+    t = time.perf_counter()
+    for _ in range(reps):
+        out = mm(a)
+    out.block_until_ready()
+    peak = reps * 2 * 2 * 256 * h * h / (time.perf_counter() - t)
+    step_s = 1 / single.steps_per_second
+    limit_s = flops_per_step / peak
+    ratio = step_s / limit_s
+    report.add_table("Per-step time of one PVO update vs its FLOP limit", [
+        {"quantity": "FLOPs per update (fwd + bwd)", "value": flops_per_step},
+        {"quantity": "measured matmul throughput at these shapes (FLOP/s)", "value": peak},
+        {"quantity": "FLOP-limit time per update (ms)", "value": 1e3 * limit_s},
+        {"quantity": "measured time per update (ms)", "value": 1e3 * step_s},
+        {"quantity": "ratio", "value": ratio},
+    ])  # fmt: skip
+    report.check("PVO update within 3× of the FLOP limit", ratio <= 3, f"{ratio:.1f}×")
+    report.note(
+        "d3rlpy's IQL parity check is not run: d3rlpy needs torch and gym data wrappers; "
+        "our IQL is instead checked against its own oracle-reward upper bound and the tests."
+    )
+    return report
