@@ -68,15 +68,21 @@ class LMO(abc.ABC):
 
     def vertex_id(self, g: jax.Array) -> jax.Array:
         """Id of the vertex ``self(g)`` returns."""
-        raise NotImplementedError
+        raise TypeError(
+            f"{type(self).__name__} does not enumerate its vertices (vertex_count is None)"
+        )
 
     def vertex(self, i: jax.Array, like: jax.Array) -> jax.Array:
         """Vertex number ``i`` (shape and dtype of ``like``); ``vertex(vertex_id(g), g) == self(g)``."""
-        raise NotImplementedError
+        raise TypeError(
+            f"{type(self).__name__} does not enumerate its vertices (vertex_count is None)"
+        )
 
     def vertex_scores(self, g: jax.Array) -> jax.Array:
         """``⟨g, vertex(i)⟩`` for every id ``i``, shape ``(vertex_count,)``."""
-        raise NotImplementedError
+        raise TypeError(
+            f"{type(self).__name__} does not enumerate its vertices (vertex_count is None)"
+        )
 
     def vertex_ids_of(self, atoms) -> np.ndarray | None:
         """Ids of the vertices equal to the rows of ``atoms`` (shape ``(k, *x.shape)``; NumPy,

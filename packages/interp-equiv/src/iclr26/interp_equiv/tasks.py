@@ -77,8 +77,8 @@ class Task:
     algorithms: dict[str, Algorithm] = field(default_factory=dict)
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` inputs ``(n, seq_len)`` and labels ``(n,)``."""
-        raise NotImplementedError
+        """``n`` inputs ``(n, seq_len)`` and labels ``(n,)``; each concrete task defines it."""
+        raise TypeError(f"{type(self).__name__} defines no input distribution: subclass Task")
 
     def label(self, tokens: torch.Tensor) -> torch.Tensor:
         """Task labels of ``tokens`` (every algorithm computes the same ones)."""
