@@ -1,8 +1,9 @@
 """iclr26-shared: the thin layer every iclr26 paper package uses.
 
 Seeding, the reproduce/bench :class:`Report`, repeat timing, progress bars, argument validation,
-JSON/JSONL I/O, optional-dependency imports and the standard ``iclr26-<folder>`` command line. NumPy is the only hard dependency; torch and
-JAX are never imported at import time.
+JSON/JSONL I/O, optional-dependency imports and the standard ``iclr26-<folder>`` command line.
+NumPy and lazy-loader are the only hard dependencies; names load on first use, so the CLI helpers
+never import NumPy, and torch and JAX are never imported at import time.
 """
 
 from importlib.metadata import version as _version
