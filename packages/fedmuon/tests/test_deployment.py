@@ -180,7 +180,9 @@ def test_a_dead_deployment_process_stops_the_run_with_one_line(fake_deployment):
     dep._procs.append(("supernode0", dead))
     with pytest.raises(ChildProcessError, match="supernode0 process exited with status 3: OSError"):
         dep.run(app, timeout=60)
-    assert _gone(int((app / "pid").read_text()))
+    # The dead node may be noticed before the fake flwr wrote its pid; if it did, it is gone.
+    pid_file = app / "pid"
+    assert not pid_file.exists() or _gone(int(pid_file.read_text()))
 
 
 def test_a_clientapp_missing_flowers_start_window_is_one_warning(fake_deployment):
