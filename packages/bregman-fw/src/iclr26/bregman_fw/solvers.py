@@ -427,7 +427,7 @@ class _AFWCarry(NamedTuple):
     nf: jax.Array
     ng: jax.Array
     weights: jax.Array
-    atoms: jax.Array  # dense buffer (indexed active set: an unused (1, 1) placeholder)
+    atoms: jax.Array  # dense buffer (unused (1, 1) array when the active set is indexed)
     keys: jax.Array
     full: jax.Array
     stall: _Stall
@@ -737,28 +737,14 @@ def away_frank_wolfe(
         "ftol": jnp.asarray(ftol, x0.dtype),
         "drop_tol": jnp.asarray(drop_tol, x0.dtype),
     }
-    if ids is not None:
-        with _scalar_f():
-            return _afw_run(
-                f,
-                x0,
-                lmo,
-                step,
-                kernel,
-                max_iter,
-                jnp.asarray(tol, x0.dtype),
-                args,
-                n_vertices,
-                bool(pairwise),
-                weights0=weights0,
-                atoms0=jnp.asarray(ids, jnp.int32),
-                indexed=True,
-                **common,
-            )
-    default_cap = max_iter + k0
-    max_active = (
-        default_cap if max_active is None else check_int(max_active, "max_active", low=k0 + 1)
-    )
+    if ids is not None:  # one weight per vertex id: the active set is indexed, not a buffer
+        capacity, atoms, indexed = n_vertices, jnp.asarray(ids, jnp.int32), True
+    else:
+        default_cap = max_iter + k0
+        capacity = (
+            default_cap if max_active is None else check_int(max_active, "max_active", low=k0 + 1)
+        )
+        atoms, indexed = atoms0, False
     with _scalar_f():
         return _afw_run(
             f,
@@ -769,10 +755,10 @@ def away_frank_wolfe(
             max_iter,
             jnp.asarray(tol, x0.dtype),
             args,
-            max_active,
+            capacity,
             bool(pairwise),
             weights0=weights0,
-            atoms0=atoms0,
-            indexed=False,
+            atoms0=atoms,
+            indexed=indexed,
             **common,
         )
