@@ -45,3 +45,15 @@ def test_user_errors_are_one_line_before_any_work(tmp_path, capsys):
     assert cli.main(["train", "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
     assert (tmp_path / "f").read_text() == "keep"
+
+
+def test_a_missing_minari_dataset_is_one_line(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    assert (
+        cli.main(["train", "--minari", "pendulum/none-v0", "--steps", "10", "--eval-every", "10"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no local minari dataset" in err

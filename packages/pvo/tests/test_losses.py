@@ -193,3 +193,60 @@ def test_ipl_and_cpl_prefer_the_labelled_segment():
     assert float(losses.cpl_loss(q_bad, q_good, one, 1.0, 0.5)) < float(
         losses.cpl_loss(q_good, q_bad, one, 1.0, 0.5)
     )
+
+
+@pytest.mark.parametrize("c", [0.1, 7.0])
+def test_td3bc_actor_loss_is_scale_free_in_q_and_its_bc_term_is_the_mse(c):
+    rng = np.random.default_rng(3)
+    q = jnp.asarray(rng.normal(1.0, 0.5, 32), jnp.float32)
+    pi = jnp.asarray(rng.uniform(-1, 1, (32, 2)), jnp.float32)
+    a = jnp.asarray(rng.uniform(-1, 1, (32, 2)), jnp.float32)
+    base = losses.td3bc_actor_loss(q, pi, a, 2.5)
+    np.testing.assert_allclose(losses.td3bc_actor_loss(c * q, pi, a, 2.5), base, rtol=1e-5)
+    mse = float(jnp.mean((pi - a) ** 2))
+    expected = -2.5 * float(jnp.mean(q) / jnp.mean(jnp.abs(q))) + mse
+    np.testing.assert_allclose(float(base), expected, rtol=1e-5)
+    grad_pi = jax.grad(lambda p: losses.td3bc_actor_loss(q, p, a, 2.5))(pi)
+    np.testing.assert_allclose(grad_pi, 2 * (pi - a) / pi.size, rtol=1e-5, atol=1e-7)
+
+
+def _td3_batch(rng, scale=1.0):
+    tr = {"obs": rng.normal(size=(8, 3)), "act": rng.uniform(-1, 1, (8, 1)),
+          "reward": rng.normal(size=8), "next_obs": rng.normal(size=(8, 3)), "done": np.zeros(8)}  # fmt: skip
+    pairs = {"obs0": rng.normal(size=(4, 6, 3)), "act0": rng.uniform(-1, 1, (4, 5, 1)),
+             "done0": np.zeros((4, 5)), "obs1": rng.normal(size=(4, 6, 3)),
+             "act1": rng.uniform(-1, 1, (4, 5, 1)), "done1": np.zeros((4, 5)), "label": np.ones(4)}  # fmt: skip
+    pairs = {k: v * scale if k.startswith("obs") else v for k, v in pairs.items()}
+    batch = jax.tree.map(
+        lambda x: jnp.asarray(x, jnp.float32), {"transitions": tr, "va": pairs, "prefs": pairs}
+    )
+    return {**batch, "key": jax.random.key(5)}
+
+
+def _same(a, b):
+    return all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
+
+
+@pytest.mark.parametrize("algo", ["td3bc", "td3bc_va"])
+def test_td3bc_delays_the_actor_and_targets_and_va_routes_only_through_the_pairs(algo):
+    cfg = AgentConfig(algo=algo, hidden=(16,), transition_batch=8, pair_batch=4)
+    state = create(jax.random.key(0), 3, 1, cfg)
+    rm = MLP((64, 64), 1).init(jax.random.key(2), jnp.zeros((1, 4)))
+    batch = _td3_batch(np.random.default_rng(0))
+    step = jax.jit(update, static_argnums=2)
+    one, _ = step(state, batch, cfg, rm)  # step 1 of policy_freq = 2: critic only
+    assert not _same(one.q, state.q)
+    assert _same(one.actor, state.actor)
+    assert _same(one.actor_target, state.actor_target)
+    assert _same(one.q_target, state.q_target)
+    two, _ = step(one, batch, cfg, rm)  # step 2: actor and both targets move
+    assert not _same(two.actor, one.actor)
+    assert not _same(two.actor_target, one.actor_target)
+    assert not _same(two.q_target, one.q_target)
+    other = step(state, {**batch, "va": _td3_batch(np.random.default_rng(0), 3.0)["va"]}, cfg, rm)[
+        0
+    ]
+    # TD3+BC's critic never sees the segment pairs; TD3+BC+VA's critic learns only from them.
+    assert _same(other.q, one.q) == (algo == "td3bc")

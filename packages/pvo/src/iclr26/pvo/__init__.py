@@ -18,9 +18,11 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "data": [
             "DATASETS",
             "OfflineDataset",
+            "load_minari",
             "load_npz_pairs",
             "make_dataset",
             "reference_returns",
+            "save_minari",
             "save_npz_pairs",
         ],
         "envs": [

@@ -14,9 +14,16 @@ paper's ablation:
 ``ipl``         BT on the implicit reward + χ² (IPL)    expectile                AWR
 ``xql``         TD on r̂                                 Gumbel (XQL)             AWR
 ``xql_va``      value alignment on r̂                    Gumbel (XQL)             AWR
+``td3bc``       TD on r̂, target-policy smoothing           —                        TD3+BC
+``td3bc_va``    value alignment on r̂, same V(s′)           —                        TD3+BC
 ``cpl``         —                                       —                        CPL
 ``bc``          —                                       —                        max likelihood
 =============  ======================================  =======================  ============
+
+TD3+BC (Fujimoto & Gu 2021, CORL's defaults: α = 2.5, policy noise 0.2 and clip 0.5 times the
+action bound, actor and targets updated every 2nd step) has no V network: its state value is
+``V(s′) = min_i Q̄_i(s′, clip(π̄(s′) + ε))``, and ``td3bc_va`` aligns ``Q(s, a) − γV(s′)`` over
+segment pairs with r̂ exactly as PVO does with IQL's V.
 
 Defaults are CORL's IQL (expectile 0.7, AWR weight exp(3·A) clipped at 100, Adam 3e-4, Polyak
 0.005, γ = 0.99, 256 transitions and 16 pairs per step); PVO adds no hyperparameter.
@@ -38,10 +45,11 @@ from iclr26.shared import check_choice, check_range
 
 __all__ = ["ALGOS", "AgentConfig", "AgentState", "act", "create", "update"]
 
-ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va", "cpl", "bc")
+ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va", "td3bc", "td3bc_va", "cpl", "bc")
 VALUE_ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va")
-VA_ALGOS = ("pvo", "xql_va")
-NEEDS_REWARD_MODEL = ("pvo", "iql", "xql", "xql_va")
+TD3_ALGOS = ("td3bc", "td3bc_va")
+VA_ALGOS = ("pvo", "xql_va", "td3bc_va")
+NEEDS_REWARD_MODEL = ("pvo", "iql", "xql", "xql_va", "td3bc", "td3bc_va")
 NEEDS_LABELS = ("ipl", "cpl")
 
 
@@ -71,6 +79,10 @@ class AgentConfig:
     cpl_alpha: float = 0.1
     cpl_bias: float = 0.5
     max_action: float = 2.0
+    td3_alpha: float = 2.5
+    policy_noise: float = 0.2
+    noise_clip: float = 0.5
+    policy_freq: int = 2
     reward_hidden: tuple[int, ...] = field(default=(64, 64))
 
     def __post_init__(self) -> None:
@@ -82,7 +94,10 @@ class AgentConfig:
         )
         check_range(self.lr, "lr", low=0, low_inclusive=False)
         check_range(self.target_tau, "target_tau", low=0, high=1)
-        for name in ("transition_batch", "pair_batch"):
+        check_range(self.td3_alpha, "td3_alpha", low=0, low_inclusive=False)
+        check_range(self.policy_noise, "policy_noise", low=0)
+        check_range(self.noise_clip, "noise_clip", low=0)
+        for name in ("transition_batch", "pair_batch", "policy_freq"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -94,6 +109,7 @@ class AgentState(NamedTuple):
     q_target: Any
     v: Any
     actor: Any
+    actor_target: Any
     q_opt: Any
     v_opt: Any
     actor_opt: Any
@@ -116,7 +132,7 @@ def create(key: jax.Array, obs_dim: int, act_dim: int, cfg: AgentConfig) -> Agen
     q, v, actor = qn.init(kq, obs, a), vn.init(kv, obs), an.init(ka, obs)
     opt = optax.adam(cfg.lr)
     return AgentState(
-        q, q, v, actor, opt.init(q), opt.init(v), opt.init(actor), jnp.zeros((), jnp.int32)
+        q, q, v, actor, actor, opt.init(q), opt.init(v), opt.init(actor), jnp.zeros((), jnp.int32)
     )
 
 
@@ -132,9 +148,12 @@ def update(
 
     ``batch`` holds ``transitions`` (obs, act, reward, next_obs, done: (B, ...)), ``va`` (segment
     pairs for value alignment) and ``prefs`` (labelled pairs), each pairs dict with obs0/act0/
-    done0/obs1/act1/done1/label of shapes (P, L+1, d), (P, L, k), (P, L), ... ``reward_params``
-    are the frozen reward model's parameters (agents that use r̂).
+    done0/obs1/act1/done1/label of shapes (P, L+1, d), (P, L, k), (P, L), ..., and ``key``
+    (the PRNG key of TD3+BC's target-policy noise). ``reward_params`` are the frozen reward
+    model's parameters (agents that use r̂).
     """
+    if cfg.algo in TD3_ALGOS:
+        return _td3bc_update(state, batch, cfg, reward_params)
     act_dim = batch["transitions"]["act"].shape[-1]
     qn, vn, an = _nets(cfg, act_dim)
     tr = batch["transitions"]
@@ -231,9 +250,84 @@ def update(
         q_tgt,
         v_params,
         optax.apply_updates(state.actor, a_upd),
+        state.actor_target,
         q_opt,
         v_opt,
         a_opt,
         state.step + 1,
     )
     return new, metrics
+
+
+def _td3bc_update(
+    state: AgentState, batch: dict[str, Any], cfg: AgentConfig, reward_params: Any
+) -> tuple[AgentState, dict[str, jax.Array]]:
+    """TD3+BC (``td3bc``) and TD3+BC with value alignment (``td3bc_va``): one step."""
+    tr = batch["transitions"]
+    act_dim = tr["act"].shape[-1]
+    qn, _, an = _nets(cfg, act_dim)
+    opt = optax.adam(cfg.lr)
+    k_tr, k0, k1 = jax.random.split(batch["key"], 3)
+    clip = cfg.noise_clip * cfg.max_action
+
+    def rhat(obs, a):
+        return reward_apply(cfg.reward_hidden, reward_params, obs, a)
+
+    def target_v(obs, done, key):
+        # V(s') = min_i Q̄_i(s', π̄(s') + clipped noise), zero at true terminations, held fixed.
+        a = an.apply(state.actor_target, obs)[0]
+        noise = jnp.clip(cfg.policy_noise * cfg.max_action * jax.random.normal(key, a.shape),
+                         -clip, clip)  # fmt: skip
+        a = jnp.clip(a + noise, -cfg.max_action, cfg.max_action)
+        return jax.lax.stop_gradient(qn.apply(state.q_target, obs, a).min(0) * (1.0 - done))
+
+    def q_loss_fn(qp):
+        if cfg.algo == "td3bc_va":
+            p = batch["va"]
+            q0 = qn.apply(qp, p["obs0"][:, :-1], p["act0"])
+            q1 = qn.apply(qp, p["obs1"][:, :-1], p["act1"])
+            vn0 = target_v(p["obs0"][:, 1:], p["done0"], k0)
+            vn1 = target_v(p["obs1"][:, 1:], p["done1"], k1)
+            r0, r1 = rhat(p["obs0"][:, :-1], p["act0"]), rhat(p["obs1"][:, :-1], p["act1"])
+            va = jax.vmap(
+                lambda a, b: losses.value_alignment_loss(a, vn0, b, vn1, r0, r1, cfg.gamma)
+            )
+            return va(q0, q1).sum()
+        q = qn.apply(qp, tr["obs"], tr["act"])
+        v_next = target_v(tr["next_obs"], tr["done"], k_tr)
+        reward = rhat(tr["obs"], tr["act"])
+        return jax.vmap(lambda qi: losses.td_loss(qi, reward, v_next, cfg.gamma))(q).sum()
+
+    q_loss, q_grad = jax.value_and_grad(q_loss_fn)(state.q)
+    q_upd, q_opt = opt.update(q_grad, state.q_opt, state.q)
+    q_params = optax.apply_updates(state.q, q_upd)
+
+    def actor_loss_fn(ap):
+        pi = an.apply(ap, tr["obs"])[0]
+        return losses.td3bc_actor_loss(qn.apply(q_params, tr["obs"], pi)[0], pi, tr["act"],
+                                       cfg.td3_alpha)  # fmt: skip
+
+    a_loss, a_grad = jax.value_and_grad(actor_loss_fn)(state.actor)
+    a_upd, a_opt = opt.update(a_grad, state.actor_opt, state.actor)
+    actor = optax.apply_updates(state.actor, a_upd)
+    # Delayed policy updates: the actor and both targets move on every policy_freq-th step.
+    policy_step = (state.step + 1) % cfg.policy_freq == 0
+
+    def pick(new, old):
+        return jax.tree.map(lambda a, b: jnp.where(policy_step, a, b), new, old)
+
+    actor = pick(actor, state.actor)
+    new = AgentState(
+        q_params,
+        pick(optax.incremental_update(q_params, state.q_target, cfg.target_tau), state.q_target),
+        state.v,
+        actor,
+        pick(
+            optax.incremental_update(actor, state.actor_target, cfg.target_tau), state.actor_target
+        ),
+        q_opt,
+        state.v_opt,
+        pick(a_opt, state.actor_opt),
+        state.step + 1,
+    )
+    return new, {"q_loss": q_loss, "actor_loss": a_loss}

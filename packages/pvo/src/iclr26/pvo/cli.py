@@ -9,7 +9,7 @@ from iclr26.shared import existing_file, int_arg, make_cli, prepare_output_file,
 
 __all__ = ["main"]
 
-ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va", "cpl", "bc")
+ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va", "td3bc", "td3bc_va", "cpl", "bc")
 
 
 def _train_setup(parser: argparse.ArgumentParser):
@@ -19,6 +19,16 @@ def _train_setup(parser: argparse.ArgumentParser):
         choices=("expert", "medium", "medium_replay", "random", "mixed"),
         default="medium_replay",
         help="generated Pendulum dataset",
+    )
+    parser.add_argument(
+        "--minari",
+        metavar="ID_OR_FOLDER",
+        help="train on a local minari dataset (an id or its folder) instead of --dataset",
+    )
+    parser.add_argument(
+        "--episode-length",
+        type=int_arg(1),
+        help="with --minari: crop episodes to this length (shorter ones are dropped)",
     )
     parser.add_argument("--episodes", type=int_arg(1), default=100, help="episodes in the dataset")
     parser.add_argument(
@@ -61,13 +71,16 @@ def _train_setup(parser: argparse.ArgumentParser):
             if path is not None:
                 prepare_output_file(path, option)
         from iclr26.pvo.agents import AgentConfig
-        from iclr26.pvo.data import load_npz_pairs, make_dataset
+        from iclr26.pvo.data import load_minari, load_npz_pairs, make_dataset
         from iclr26.pvo.envs import hidden_reward
         from iclr26.pvo.segments import label_pairs, sample_segment_pairs
         from iclr26.pvo.train import train_offline
 
+        if args.minari:
+            ds = load_minari(args.minari, episode_length=args.episode_length)
+        else:
+            ds = make_dataset(args.dataset, args.episodes, seed=args.seed)
         prefs = load_npz_pairs(args.prefs) if args.prefs else None
-        ds = make_dataset(args.dataset, args.episodes, seed=args.seed)
         if prefs is None:
             pairs = sample_segment_pairs(ds.obs, ds.act, args.pairs, seed=args.seed + 1)
             prefs = label_pairs(

@@ -1,10 +1,12 @@
-"""D4RL-like Pendulum datasets from scripted behaviour policies, reference returns, and
-IPL/PT-style ``.npz`` preference files for users who bring their own data."""
+"""D4RL-like Pendulum datasets from scripted behaviour policies, reference returns, IPL/PT-style
+``.npz`` preference files and local minari datasets, for users who bring their own data."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +20,15 @@ from iclr26.shared import check_array, check_choice, check_int, check_range
 __all__ = [
     "DATASETS",
     "OfflineDataset",
+    "load_minari",
     "load_npz_pairs",
     "make_dataset",
     "reference_returns",
+    "save_minari",
     "save_npz_pairs",
 ]
+
+log = logging.getLogger(__name__)
 
 DATASETS = ("expert", "medium", "medium_replay", "random", "mixed")
 
@@ -166,3 +172,156 @@ def load_npz_pairs(path: str | os.PathLike[str]) -> SegmentPairs:
     d0 = np.asarray(data["done_1"], np.float32) if "done_1" in data else zeros
     d1 = np.asarray(data["done_2"], np.float32) if "done_2" in data else zeros
     return SegmentPairs(o0, a0, d0, o1, a1, d1, label)
+
+
+# --- minari (the Farama successor of D4RL's format), `[minari]` extra -----------------------------
+
+PENDULUM_SPACES = {"obs": 3, "act": 1}  # what the agents are evaluated on (Pendulum-v1)
+
+
+def _minari():
+    from iclr26.shared import import_optional
+
+    for module in ("h5py", "PIL"):  # minari's HDF5 storage imports both
+        import_optional(module, dist="iclr26-pvo", extra="minari", purpose="minari datasets")
+    return import_optional("minari", dist="iclr26-pvo", extra="minari", purpose="minari datasets")
+
+
+class _DatasetsPath:
+    """Point minari at ``root`` (its ``MINARI_DATASETS_PATH``) for the duration of a call."""
+
+    def __init__(self, root: str | os.PathLike[str] | None):
+        self.root, self.old = root, None
+
+    def __enter__(self):
+        if self.root is not None:
+            self.old = os.environ.get("MINARI_DATASETS_PATH")
+            os.environ["MINARI_DATASETS_PATH"] = str(Path(self.root).resolve())
+
+    def __exit__(self, *exc):
+        if self.root is not None:
+            if self.old is None:
+                os.environ.pop("MINARI_DATASETS_PATH", None)
+            else:
+                os.environ["MINARI_DATASETS_PATH"] = self.old
+
+
+def save_minari(
+    dataset: OfflineDataset,
+    dataset_id: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    author: str | None = None,
+    author_email: str | None = None,
+) -> Path:
+    """Write ``dataset`` as a local minari dataset ``dataset_id`` (``"namespace/name-v0"``) for
+    Pendulum-v1, with D4RL-style reference scores of the dense reward; returns its folder.
+
+    ``root`` is the minari datasets folder (default: minari's own, ``MINARI_DATASETS_PATH`` or
+    ``~/.minari/datasets``). An existing id is refused; nothing is written before the
+    dependencies are known to import.
+    """
+    if not isinstance(dataset, OfflineDataset):
+        raise TypeError(f"dataset must be an OfflineDataset, got {type(dataset).__name__}")
+    if not isinstance(dataset_id, str) or not dataset_id.rsplit("-v", 1)[-1].isdigit():
+        raise ValueError(f"dataset_id must look like 'namespace/name-v0', got {dataset_id!r}")
+    minari = _minari()
+    from minari.data_collector import EpisodeBuffer
+
+    with _DatasetsPath(root):
+        if dataset_id in minari.list_local_datasets():
+            raise ValueError(f"minari dataset {dataset_id!r} already exists; choose another id")
+        buffers = []
+        for e in range(dataset.act.shape[0]):
+            term = dataset.done[e] > 0
+            trunc = np.zeros_like(term)
+            trunc[-1] = not term[-1]
+            buffers.append(
+                EpisodeBuffer(
+                    id=e,
+                    observations=dataset.obs[e].astype(np.float32),
+                    actions=dataset.act[e].astype(np.float32),
+                    rewards=dataset.reward[e].astype(np.float64),
+                    terminations=term,
+                    truncations=trunc,
+                )
+            )
+        lo, hi = reference_returns("dense")
+        with warnings.catch_warnings():  # minari's "author is recommended" notes, not problems
+            warnings.filterwarnings("ignore", message=r"`author", category=UserWarning)
+            ds = minari.create_dataset_from_buffers(
+                dataset_id, buffers, env="Pendulum-v1", eval_env="Pendulum-v1",
+                algorithm_name=f"iclr26-pvo scripted {dataset.name}", author=author,
+                author_email=author_email, ref_min_score=lo, ref_max_score=hi,
+                description=f"Pendulum-v1 {dataset.name} data from iclr26-pvo's scripted policies",
+            )  # fmt: skip
+        return Path(ds.spec.data_path).parent
+
+
+def load_minari(
+    source: str | os.PathLike[str],
+    *,
+    episode_length: int | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> OfflineDataset:
+    """Read a *local* minari dataset (an id such as ``"pendulum/expert-v0"`` or its folder) into
+    an :class:`OfflineDataset`; nothing is downloaded.
+
+    Episodes must share one length, or ``episode_length`` crops longer ones and drops shorter
+    ones (with a log line). Observations and actions must fit Pendulum-v1 (3 and 1 dims), the
+    environment policies are evaluated in; rewards must be finite.
+    """
+    minari = _minari()
+    path = Path(source)
+    with _DatasetsPath(root):
+        if path.is_dir():
+            data = path / "data" if (path / "data").is_dir() else path
+            if not (data / "metadata.json").is_file():
+                raise ValueError(f"{path} is not a minari dataset folder (no metadata.json)")
+            ds = minari.MinariDataset(str(data))
+        else:
+            local = minari.list_local_datasets()
+            if str(source) not in local:
+                raise ValueError(
+                    f"no local minari dataset {str(source)!r} (nothing is downloaded); "
+                    f"local ids: {sorted(local) or 'none'}"
+                )
+            ds = minari.load_dataset(str(source), download=False)
+        episodes = list(ds.iterate_episodes())
+    if not episodes:
+        raise ValueError(f"minari dataset {str(source)!r} has no episodes")
+    lengths = np.array([len(ep.actions) for ep in episodes])
+    if episode_length is None:
+        if len(set(lengths.tolist())) > 1:
+            raise ValueError(
+                f"episodes have lengths {sorted(set(lengths.tolist()))}; pass episode_length= to "
+                "crop longer episodes and drop shorter ones"
+            )
+        episode_length = int(lengths[0])
+    check_int(episode_length, "episode_length", low=1)
+    keep = [ep for ep, n in zip(episodes, lengths, strict=True) if n >= episode_length]
+    if len(keep) < len(episodes):
+        log.info("dropped %d of %d episodes shorter than %d steps", len(episodes) - len(keep),
+                 len(episodes), episode_length)  # fmt: skip
+    if not keep:
+        raise ValueError(f"no episode has {episode_length} steps (longest: {lengths.max()})")
+    t = episode_length
+    obs = np.stack([np.asarray(ep.observations)[: t + 1] for ep in keep]).astype(np.float32)
+    act = np.stack([np.asarray(ep.actions)[:t] for ep in keep]).astype(np.float32)
+    if obs.ndim != 3 or act.ndim != 3:
+        raise ValueError(
+            "only flat Box observations and continuous Box actions are supported, got "
+            f"observations {obs.shape[1:]} and actions {act.shape[1:]} per episode"
+        )
+    if (obs.shape[-1], act.shape[-1]) != (PENDULUM_SPACES["obs"], PENDULUM_SPACES["act"]):
+        raise ValueError(
+            f"the dataset has observation dim {obs.shape[-1]} and action dim {act.shape[-1]}; "
+            f"Pendulum-v1, which policies are evaluated in, has {PENDULUM_SPACES['obs']} and "
+            f"{PENDULUM_SPACES['act']}"
+        )
+    reward = np.stack([np.asarray(ep.rewards)[:t] for ep in keep]).astype(np.float32)
+    if not np.isfinite(reward).all():
+        raise ValueError(f"minari dataset {str(source)!r} has NaN or infinite rewards")
+    done = np.stack([np.asarray(ep.terminations)[:t] for ep in keep]).astype(np.float32)
+    name = str(source) if not path.is_dir() else path.name
+    return OfflineDataset(name, obs, act, done, reward)

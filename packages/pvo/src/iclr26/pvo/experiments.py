@@ -40,15 +40,19 @@ LABELS = {
     "bc": "BC",
     "xql": "MR + XQL",
     "xql_va": "XQL + VA",
+    "td3bc": "MR + TD3+BC",
+    "td3bc_va": "TD3+BC + VA",
 }
 
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"episodes": 50, "steps": 3000, "eval_every": 1000, "seeds": 3, "budgets": (100,),
-                "rewards": ("sparse",), "p1": ("pvo", "iql", "bc"), "tab_seeds": 10}  # fmt: skip
+        return {"episodes": 50, "steps": 2000, "eval_every": 1000, "seeds": 3, "budgets": (100,),
+                "rewards": ("sparse",), "p1": ("pvo", "iql", "bc"),
+                "p2": (("iql", "pvo"), ("td3bc", "td3bc_va")), "tab_seeds": 10}  # fmt: skip
     return {"episodes": 100, "steps": 10000, "eval_every": 2500, "seeds": 5, "budgets": (100, 500),
             "rewards": ("sparse",), "p1": ("pvo", "iql", "oracle_iql", "ipl", "bc"),
+            "p2": (("iql", "pvo"), ("xql", "xql_va"), ("td3bc", "td3bc_va")),
             "tab_seeds": 30}  # fmt: skip
 
 
@@ -192,8 +196,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
     prefs = _prefs(ds, budget, reward, seed)
     p2_rows = []
     swap_gaps = {}
-    pairs_of = [("iql", "pvo"), ("xql", "xql_va")]
-    for td, va in pairs_of:
+    for td, va in sc["p2"]:
         scores = {}
         for algo in (td, va):
             res = (

@@ -18,6 +18,7 @@ __all__ = [
     "gumbel_loss",
     "ipl_loss",
     "segment_implicit_reward",
+    "td3bc_actor_loss",
     "td_loss",
     "value_alignment_loss",
 ]
@@ -118,3 +119,12 @@ def cpl_loss(
     prefer1 = -jax.nn.log_sigmoid(a1 - bias * a0)
     prefer0 = -jax.nn.log_sigmoid(a0 - bias * a1)
     return jnp.mean(label * prefer1 + (1 - label) * prefer0)
+
+
+def td3bc_actor_loss(q: jax.Array, pi: jax.Array, act: jax.Array, alpha: float = 2.5) -> jax.Array:
+    """TD3+BC's actor loss (Fujimoto & Gu 2021): ``−λ·mean Q(s, π(s)) + mean (π(s) − a)²`` with
+    ``λ = α / mean|Q|`` held fixed, so the Q term has a scale-free weight against the BC term
+    (the squared error is averaged over batch and action dimensions, as CORL's ``mse_loss``).
+    ``q`` (B,), ``pi`` and ``act`` (B, k)."""
+    lam = alpha / jax.lax.stop_gradient(jnp.mean(jnp.abs(q)))
+    return -lam * jnp.mean(q) + jnp.mean((pi - act) ** 2)

@@ -218,9 +218,10 @@ def train_offline(
 
 def _sample(data: dict[str, Any], key: jax.Array, cfg: AgentConfig) -> dict[str, Any]:
     k1, k2, k3 = jax.random.split(key, 3)
+    k4 = jax.random.fold_in(key, 1)  # TD3+BC's target noise; leaves the other streams as they were
     tr = data["transitions"]
     i = jax.random.randint(k1, (cfg.transition_batch,), 0, tr["obs"].shape[0])
-    batch = {"transitions": {k: v[i] for k, v in tr.items()}}
+    batch = {"transitions": {k: v[i] for k, v in tr.items()}, "key": k4}
     for name, k in (("va", k2), ("prefs", k3)):
         pairs = data[name]
         j = jax.random.randint(k, (cfg.pair_batch,), 0, pairs["label"].shape[0])
