@@ -88,6 +88,7 @@ CASES = [
     (ie.save_representations, ("x.npy", np.zeros(3)), {}, ValueError, "2-D"),
     (ie.load_representations, ("/nonexistent/reps.npy",), {}, OSError, "no such"),
     (ie.load_implementation, ("/nonexistent/m.safetensors",), {}, OSError, "no such"),
+    (ie.weight_correlation, (MODEL, np.zeros(3)), {}, TypeError, "model_b"),
 ]
 
 
@@ -99,3 +100,16 @@ CASES = [
 def test_bad_input(fn, args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         fn(*args, **kwargs)
+
+
+def test_weight_correlation_ignores_layernorm_gains_and_biases():
+    torch.manual_seed(0)
+    a = ie.TinyTransformer(6, 6, 2, d_model=16, n_layers=2)
+    torch.manual_seed(1)
+    b = ie.TinyTransformer(6, 6, 2, d_model=16, n_layers=2)
+    # Independent inits: LayerNorm gains (all 1) and zero biases are identical in both models,
+    # which made the old all-parameter correlation large; the weight matrices are independent.
+    assert abs(ie.weight_correlation(a, b)) < 0.05
+    assert ie.weight_correlation(a, a) == pytest.approx(1.0)
+    wide = ie.TinyTransformer(6, 6, 2, d_model=32, n_layers=2)
+    assert ie.weight_correlation(a, wide) is None

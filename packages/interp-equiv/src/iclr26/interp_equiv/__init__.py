@@ -90,6 +90,7 @@ _EXPORTS = {
     "similarity_matrix": "estimator",
     "svcca": "similarity",
     "train_implementation": "iit",
+    "weight_correlation": "models",
 }
 
 __version__ = _version("iclr26-interp-equiv")
@@ -148,4 +149,5 @@ __all__ = [
     "similarity_matrix",
     "svcca",
     "train_implementation",
+    "weight_correlation",
 ]

@@ -30,6 +30,7 @@ import torch
 from iclr26.interp_equiv.data import MLP_TIER, TRANSFORMER_TIER, Tier, probe_inputs, train_tier
 from iclr26.interp_equiv.estimator import post_intervention, selectivity_matrix, similarity_matrix
 from iclr26.interp_equiv.iit import Implementation, gate, interchange_accuracy
+from iclr26.interp_equiv.models import weight_correlation
 from iclr26.interp_equiv.reprs import intervened_representations, representations
 from iclr26.interp_equiv.similarity import (
     OFFICIAL_ALPHAS,
@@ -142,12 +143,7 @@ def _agreement(w: _World):
 
 
 def _weight_corr(x: Implementation, y: Implementation) -> float | None:
-    px = [p.detach().flatten() for p in x.model.parameters()]
-    py = [p.detach().flatten() for p in y.model.parameters()]
-    if [p.numel() for p in px] != [p.numel() for p in py]:
-        return None  # different architectures: no weight-space correspondence
-    a, b = torch.cat(px).double(), torch.cat(py).double()
-    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+    return weight_correlation(x.model, y.model)
 
 
 def _iia_baseline(w: _World) -> np.ndarray:

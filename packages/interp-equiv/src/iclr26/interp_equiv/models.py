@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["Cache", "ModuleHooks", "Site", "TinyMLP", "TinyTransformer"]
+__all__ = ["Cache", "ModuleHooks", "Site", "TinyMLP", "TinyTransformer", "weight_correlation"]
 
 
 @dataclass(frozen=True)
@@ -412,3 +412,23 @@ class ModuleHooks(_HookProtocol):
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+def weight_correlation(model_a: nn.Module, model_b: nn.Module) -> float | None:
+    """The weight-space baseline: Pearson correlation of two models' weight matrices, flattened
+    in parameter order; ``None`` when the architectures differ (no weight correspondence).
+
+    Only parameters with two or more dimensions count: biases and LayerNorm gains start at 0 and 1
+    in every model, so including them makes any two same-architecture models look correlated.
+    """
+    for name, m in (("model_a", model_a), ("model_b", model_b)):
+        if not isinstance(m, nn.Module):
+            raise TypeError(f"{name} must be a torch.nn.Module, got {type(m).__name__}")
+    pa = [p.detach().flatten() for p in model_a.parameters() if p.dim() >= 2]
+    pb = [p.detach().flatten() for p in model_b.parameters() if p.dim() >= 2]
+    if not pa or [p.shape for p in pa] != [p.shape for p in pb]:
+        return None
+    a, b = torch.cat(pa).double().cpu(), torch.cat(pb).double().cpu()
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        raise ValueError("model weights must be finite")
+    return float(torch.corrcoef(torch.stack([a, b]))[0, 1])
