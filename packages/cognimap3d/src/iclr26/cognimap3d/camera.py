@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from iclr26.shared.validation import check_array
 
 __all__ = ["backproject", "check_depth", "check_intrinsics", "intrinsics", "pixel_grid", "project"]

@@ -24,14 +24,45 @@ def _folder(text: str) -> Path:
 
 
 def _run_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("sequences", type=_folder, nargs="+", help="TUM-RGBD-format folders (rgb.txt, depth.txt, optional groundtruth.txt, intrinsics.txt), one per visit, in order")
-    parser.add_argument("--out", type=Path, default=Path("cognimap3d-run"), help="output folder: poses_visit<N>.txt (TUM format), map.ply, masks_visit<N>.npz, memory.npz, report.md")
-    parser.add_argument("--memory", type=Path, default=None, help="load this memory.npz first (a previous run's), to recall its scenes")
-    parser.add_argument("--max-frames", type=int_arg(3), default=None, help="use at most this many frames per visit")
-    parser.add_argument("--noise", type=float_arg(0), default=1.0, help="noise of the noisy-oracle prior built from groundtruth.txt and the depth PNGs (the only prior shipped; plug a real network in through the Python API)")
-    parser.add_argument("--flow", choices=("dis", "farneback"), default="dis", help="observed optical flow backend")
-    parser.add_argument("--backend", choices=("numpy", "gtsam"), default="numpy", help="pose-graph backend (gtsam needs the [gtsam] extra)")
-    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the prior's noise")
+    parser.add_argument(
+        "sequences",
+        type=_folder,
+        nargs="+",
+        help="TUM-RGBD-format folders (rgb.txt, depth.txt, optional groundtruth.txt, intrinsics.txt), one per visit, in order",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("cognimap3d-run"),
+        help="output folder: poses_visit<N>.txt (TUM format), map.ply, masks_visit<N>.npz, memory.npz, report.md",
+    )
+    parser.add_argument(
+        "--memory",
+        type=Path,
+        default=None,
+        help="load this memory.npz first (a previous run's), to recall its scenes",
+    )
+    parser.add_argument(
+        "--max-frames", type=int_arg(3), default=None, help="use at most this many frames per visit"
+    )
+    parser.add_argument(
+        "--noise",
+        type=float_arg(0),
+        default=1.0,
+        help="noise of the noisy-oracle prior built from groundtruth.txt and the depth PNGs (the only prior shipped; plug a real network in through the Python API)",
+    )
+    parser.add_argument(
+        "--flow", choices=("dis", "farneback"), default="dis", help="observed optical flow backend"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("numpy", "gtsam"),
+        default="numpy",
+        help="pose-graph backend (gtsam needs the [gtsam] extra)",
+    )
+    parser.add_argument(
+        "--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed of the prior's noise"
+    )
 
     def run(args: argparse.Namespace) -> int:
         import numpy as np
@@ -51,11 +82,15 @@ def _run_setup(parser: argparse.ArgumentParser):
         for v, folder in enumerate(args.sequences):
             seq = load_tum(folder, max_frames=args.max_frames)
             if seq.poses is None:
-                raise ValueError(f"{folder}: groundtruth.txt is needed by the shipped noisy-oracle prior")
+                raise ValueError(
+                    f"{folder}: groundtruth.txt is needed by the shipped noisy-oracle prior"
+                )
             seq.meta["visit"] = v
             seqs.append(seq)
         bank = MemoryBank.load(args.memory) if args.memory is not None else MemoryBank()
-        cfg = CogniMap3DConfig(motion=MotionCueConfig(flow_method=args.flow, seed=args.seed), backend=args.backend)
+        cfg = CogniMap3DConfig(
+            motion=MotionCueConfig(flow_method=args.flow, seed=args.seed), backend=args.backend
+        )
         system = CogniMap3D(cfg, NoisyOraclePrior(noise=args.noise, seed=args.seed), bank)
         lines = ["# iclr26-cognimap3d run", ""]
         results = []
@@ -65,7 +100,9 @@ def _run_setup(parser: argparse.ArgumentParser):
             write_tum_poses(out / f"poses_visit{v}.txt", seq.times, r.poses)
             np.savez_compressed(out / f"masks_visit{v}.npz", masks=r.dyn_masks)
             err = ate(r.poses, seq.poses) if len(seq) >= 3 else float("nan")
-            lines.append(f"- visit {v} ({seq.name}, {len(seq)} frames): recalled={r.recalled}, anchors={len(r.anchors)}, scene={r.scene_id}, ATE(sim3)={err:.4f} m, dynamic pixels={r.dyn_masks.mean():.3f}")
+            lines.append(
+                f"- visit {v} ({seq.name}, {len(seq)} frames): recalled={r.recalled}, anchors={len(r.anchors)}, scene={r.scene_id}, ATE(sim3)={err:.4f} m, dynamic pixels={r.dyn_masks.mean():.3f}"
+            )
             print(lines[-1][2:])
         sc = bank.scenes
         pts = np.concatenate([s.points for s in sc.values()])
@@ -83,7 +120,9 @@ def _run_setup(parser: argparse.ArgumentParser):
 
 
 def _demo_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("out", type=Path, help="folder to write visit0/ and visit1/ TUM-format sequences into")
+    parser.add_argument(
+        "out", type=Path, help="folder to write visit0/ and visit1/ TUM-format sequences into"
+    )
     parser.add_argument("--frames", type=int_arg(3, 1000), default=45, help="frames per visit")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="world seed")
 

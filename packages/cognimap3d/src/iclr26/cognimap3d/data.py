@@ -14,17 +14,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_int, check_range
 
 from iclr26.cognimap3d.camera import backproject, check_intrinsics, intrinsics, pixel_grid, project
 from iclr26.cognimap3d.se3 import check_poses, invert
+from iclr26.shared.validation import check_array, check_int, check_range
 
 __all__ = [
     "Box",
     "RevisitWorld",
     "Sequence",
-    "look_at",
     "load_tum",
+    "look_at",
     "make_visits",
     "save_tum",
 ]
@@ -140,8 +140,12 @@ def _texture(rng: np.random.Generator, g: int = 24) -> np.ndarray:
     base = rng.random((g, g))
     k = np.array([0.25, 0.5, 0.25])
     for _ in range(1):
-        base = np.apply_along_axis(lambda r: np.convolve(np.r_[r[-1], r, r[0]], k, "valid"), 0, base)
-        base = np.apply_along_axis(lambda r: np.convolve(np.r_[r[-1], r, r[0]], k, "valid"), 1, base)
+        base = np.apply_along_axis(
+            lambda r: np.convolve(np.r_[r[-1], r, r[0]], k, "valid"), 0, base
+        )
+        base = np.apply_along_axis(
+            lambda r: np.convolve(np.r_[r[-1], r, r[0]], k, "valid"), 1, base
+        )
     base = (base - base.min()) / (np.ptp(base) + 1e-9)
     return 0.35 + 0.65 * base
 
@@ -199,22 +203,37 @@ class RevisitWorld:
                 continue
             lo = np.array([xy[0], xy[1], 0.0])
             self.static.append(
-                Box(lo, lo + size, rng.uniform(0.2, 1.0, 3), _texture(rng), texel=rng.uniform(0.08, 0.16))
+                Box(
+                    lo,
+                    lo + size,
+                    rng.uniform(0.2, 1.0, 3),
+                    _texture(rng),
+                    texel=rng.uniform(0.08, 0.16),
+                )
             )
             placed += 1
 
     def lookalike(self, seed: int = 1) -> RevisitWorld:
-        """A different room built from the same wall and box textures but with the boxes moved:
-        image statistics look alike, geometry does not (the false-recall test of spec §9 E2)."""
-        other = RevisitWorld(seed=self.seed, room=tuple(self.room), n_static=0, n_actors=self.n_actors)
+        """A different room dressed alike: the same wall and box textures and colours, but other
+        room proportions and the boxes moved. Image statistics look alike, geometry does not (the
+        false-recall test of spec §9 E2)."""
+        X, Y, Z = self.room
+        other = RevisitWorld(
+            seed=self.seed, room=(X - 2.5, Y + 1.5, Z), n_static=0, n_actors=self.n_actors
+        )
         rng = np.random.default_rng(10_000 + seed)
-        X, Y, _ = self.room
-        boxes = list(self.static[:6])
-        walls = [replace(b, texture=np.roll(b.texture, 7, axis=1)) for b in boxes]
-        other.static = walls
+        X2, Y2, _ = other.room
+        centre = other.room[:2] / 2
+        other.static = [
+            replace(o, texture=b.texture, color=b.color)
+            for o, b in zip(other.static[:6], self.static[:6], strict=True)
+        ]
         for b in self.static[6:]:
             size = b.hi - b.lo
-            xy = rng.uniform([0.1, 0.1], [X - 0.1 - size[0], Y - 0.1 - size[1]])
+            while True:
+                xy = rng.uniform([0.1, 0.1], [X2 - 0.1 - size[0], Y2 - 0.1 - size[1]])
+                if np.linalg.norm(xy + size[:2] / 2 - centre) >= 2.6 + size[:2].max() / 2:
+                    break
             lo = np.array([xy[0], xy[1], 0.0])
             other.static.append(replace(b, lo=lo, hi=lo + size))
         return other
@@ -249,7 +268,12 @@ class RevisitWorld:
         return out
 
     def render(
-        self, pose: np.ndarray, K: np.ndarray, t: float, visit: int = 0, shape: tuple[int, int] = (H, W)
+        self,
+        pose: np.ndarray,
+        K: np.ndarray,
+        t: float,
+        visit: int = 0,
+        shape: tuple[int, int] = (H, W),
     ) -> dict[str, np.ndarray]:
         """Ray-cast one frame: ``rgb (H, W, 3)``, ``depth (H, W)``, ``instance (H, W)`` (box index;
         actors after statics), ``dyn_mask (H, W)``, ``normals (H, W, 3)`` (world frame)."""
@@ -350,7 +374,9 @@ class RevisitWorld:
         return flow, valid.reshape(h, w)
 
 
-def _trajectory(world: RevisitWorld, visit: int, n: int, overlap: float, deg_per_frame: float) -> np.ndarray:
+def _trajectory(
+    world: RevisitWorld, visit: int, n: int, overlap: float, deg_per_frame: float
+) -> np.ndarray:
     """Camera path of a visit: an arc around the room centre looking outwards, with a gentle
     height and yaw wobble, ``deg_per_frame`` degrees per frame. Later visits start in a part of
     the room visit 0 did not face and sweep into it, ``overlap`` of their frames facing visit 0's
@@ -365,7 +391,10 @@ def _trajectory(world: RevisitWorld, visit: int, n: int, overlap: float, deg_per
     ang = a0 + span * s
     poses = np.empty((n, 4, 4))
     for i, (a, si) in enumerate(zip(ang, s, strict=True)):
-        eye = centre + np.r_[radius * math.cos(a), radius * math.sin(a), 0.1 * math.sin(2 * np.pi * si)]
+        eye = (
+            centre
+            + np.r_[radius * math.cos(a), radius * math.sin(a), 0.1 * math.sin(2 * np.pi * si)]
+        )
         yaw = a + 0.2 * math.sin(np.pi * si + visit)
         target = eye + np.r_[math.cos(yaw), math.sin(yaw), -0.15]
         poses[i] = look_at(eye, target)
@@ -395,7 +424,11 @@ def make_visits(
     check_range(overlap, "overlap", low=0, high=1, low_inclusive=False)
     check_range(deg_per_frame, "deg_per_frame", low=0, high=30, low_inclusive=False)
     h, w = shape
-    K = intrinsics(0.75 * w, 0.75 * w, (w - 1) / 2, (h - 1) / 2) if K is None else check_intrinsics(K)
+    K = (
+        intrinsics(0.75 * w, 0.75 * w, (w - 1) / 2, (h - 1) / 2)
+        if K is None
+        else check_intrinsics(K)
+    )
     if gains is None:
         gains = tuple(1.0 if v == 0 else 0.85 + 0.1 * (v % 3) for v in range(n_visits))
     if len(gains) != n_visits:
@@ -410,7 +443,9 @@ def make_visits(
         ).reshape(frames_per_visit, world.n_actors, 2, 3)
         out.append(
             Sequence(
-                rgb=np.clip(np.stack([f["rgb"] for f in frames]) * gains[v], 0, 1).astype(np.float32),
+                rgb=np.clip(np.stack([f["rgb"] for f in frames]) * gains[v], 0, 1).astype(
+                    np.float32
+                ),
                 depth=np.stack([f["depth"] for f in frames]),
                 K=K,
                 times=times,
@@ -563,7 +598,9 @@ def save_tum(seq: Sequence, folder: str | Path, depth_scale: float = TUM_DEPTH_S
     (folder / "rgb.txt").write_text("\n".join(rgb_lines) + "\n")
     (folder / "depth.txt").write_text("\n".join(depth_lines) + "\n")
     if gt_lines:
-        (folder / "groundtruth.txt").write_text("# timestamp tx ty tz qx qy qz qw\n" + "\n".join(gt_lines) + "\n")
+        (folder / "groundtruth.txt").write_text(
+            "# timestamp tx ty tz qx qy qz qw\n" + "\n".join(gt_lines) + "\n"
+        )
     K = seq.K
     (folder / "intrinsics.txt").write_text(f"{K[0, 0]} {K[1, 1]} {K[0, 2]} {K[1, 2]}\n")
     return folder

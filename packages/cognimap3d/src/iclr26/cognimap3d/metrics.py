@@ -5,10 +5,10 @@ accuracy/completeness/Chamfer/F-score, mask IoU and the ghost-point ratio."""
 from __future__ import annotations
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 from scipy.spatial import cKDTree
 
 from iclr26.cognimap3d.se3 import check_poses, invert, log_so3, umeyama
+from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
 __all__ = [
     "align_trajectory",
@@ -96,7 +96,9 @@ def depth_metrics(
     return {"abs_rel": float(np.mean(np.abs(p - g) / g)), "delta1": float(np.mean(ratio < 1.25))}
 
 
-def recon_metrics(pred_pts: np.ndarray, gt_pts: np.ndarray, thresh: float = 0.05) -> dict[str, float]:
+def recon_metrics(
+    pred_pts: np.ndarray, gt_pts: np.ndarray, thresh: float = 0.05
+) -> dict[str, float]:
     """Accuracy (mean pred→gt distance), completeness (mean gt→pred), Chamfer (their mean) and
     F-score at ``thresh``."""
     check_array(pred_pts, "pred_pts", shape=(None, 3))

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from iclr26.shared.validation import check_choice, check_int, check_range
 from scipy import ndimage
 
 from iclr26.cognimap3d.data import Sequence
 from iclr26.cognimap3d.flow import METHODS, ego_flow, fb_consistency, observed_flow, warp_depth
 from iclr26.cognimap3d.priors import Priors
+from iclr26.shared.validation import check_choice, check_int, check_range
 
 __all__ = ["FlowCache", "MotionCueConfig", "MotionCueDetector", "single_threshold_mask"]
 
@@ -74,7 +74,8 @@ class MotionCueConfig:
         check_range(self.mad_k, "mad_k", low=0)
         check_choice(self.gmm_model, "gmm_model", ("affine", "median"))
         if not self.pair_offsets or any(
-            isinstance(o, bool) or not isinstance(o, int | np.integer) or o == 0 for o in self.pair_offsets
+            isinstance(o, bool) or not isinstance(o, int | np.integer) or o == 0
+            for o in self.pair_offsets
         ):
             raise ValueError(f"pair_offsets must be non-zero integers, got {self.pair_offsets}")
         check_int(self.vote_min, "vote_min", low=1, high=len(self.pair_offsets))

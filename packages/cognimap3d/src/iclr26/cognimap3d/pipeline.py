@@ -9,8 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from iclr26.shared.progress import progress as _progress
-from iclr26.shared.validation import check_choice, check_int, check_range
+from scipy.ndimage import median_filter
 
 from iclr26.cognimap3d.camera import backproject
 from iclr26.cognimap3d.data import Sequence
@@ -19,6 +18,8 @@ from iclr26.cognimap3d.memory import Keyframe, MemoryBank, descriptor_2d, descri
 from iclr26.cognimap3d.motion import MotionCueConfig, MotionCueDetector
 from iclr26.cognimap3d.priors import PriorProvider, Priors
 from iclr26.cognimap3d.se3 import invert
+from iclr26.shared.progress import progress as _progress
+from iclr26.shared.validation import check_choice, check_int, check_range
 
 __all__ = ["CogniMap3D", "CogniMap3DConfig", "VisitResult"]
 
@@ -122,7 +123,12 @@ class CogniMap3D:
         memory: the memory bank (a new one if ``None``).
     """
 
-    def __init__(self, config: CogniMap3DConfig | None = None, prior: PriorProvider | None = None, memory: MemoryBank | None = None) -> None:
+    def __init__(
+        self,
+        config: CogniMap3DConfig | None = None,
+        prior: PriorProvider | None = None,
+        memory: MemoryBank | None = None,
+    ) -> None:
         if config is not None and not isinstance(config, CogniMap3DConfig):
             raise TypeError(f"config must be a CogniMap3DConfig, got {type(config).__name__}")
         if prior is None or not callable(prior):
@@ -136,7 +142,8 @@ class CogniMap3D:
 
     def _static_cloud(self, depth, K, mask, rgb, conf):
         st = self.config.point_stride
-        pts = backproject(depth, K)[::st, ::st]
+        # a 3×3 median removes most per-pixel prior noise before ICP and fusion
+        pts = backproject(median_filter(depth, size=3), K)[::st, ::st]
         keep = ~mask[::st, ::st] & (conf[::st, ::st] > 0.5) & (depth[::st, ::st] > 0)
         return pts[keep], rgb[::st, ::st][keep]
 
@@ -182,7 +189,9 @@ class CogniMap3D:
             flows = self.detector.flows(seq)
             masks = []
             prev = None
-            for t in _progress(range(len(seq)), enabled=progress, desc=f"visit {visit_id}: motion cues"):
+            for t in _progress(
+                range(len(seq)), enabled=progress, desc=f"visit {visit_id}: motion cues"
+            ):
                 prev = self.detector.detect(seq, priors, t, flows, prev)
                 masks.append(prev)
             masks = np.stack(masks)
@@ -198,9 +207,13 @@ class CogniMap3D:
         kf_idx = list(range(0, len(seq), cfg.keyframe_stride))
         clouds, colors, d2, d3, meds = {}, {}, {}, {}, {}
         for k in kf_idx:
-            p, c = self._static_cloud(priors.depth[k], priors.K, masks[k], seq.rgb[k], priors.conf[k])
+            p, c = self._static_cloud(
+                priors.depth[k], priors.K, masks[k], seq.rgb[k], priors.conf[k]
+            )
             if len(p) < 10:
-                p, c = self._static_cloud(priors.depth[k], priors.K, np.zeros_like(masks[k]), seq.rgb[k], priors.conf[k])
+                p, c = self._static_cloud(
+                    priors.depth[k], priors.K, np.zeros_like(masks[k]), seq.rgb[k], priors.conf[k]
+                )
             clouds[k], colors[k] = p, c
             d2[k] = descriptor_2d(seq.rgb[k])
             d3[k] = descriptor_3d(p)
@@ -224,19 +237,39 @@ class CogniMap3D:
                 window = kf_idx[max(0, n - cfg.local_window + 1) : n + 1]
                 local = np.concatenate([clouds[j] @ P[j][:3, :3].T + P[j][:3, 3] for j in window])
                 best = None
-                for hsid, hk, _ in [h for h in hits if h[0] == sid][:1]:
+                for _sid, hk, _ in [h for h in hits if h[0] == sid][:1]:
                     kf = bank.scenes[sid].keyframes[hk]
                     s0 = kf.median_depth / max(meds[k], 1e-9) if cfg.estimate_scale else 1.0
                     S = np.eye(4)
                     S[:3, :3] *= s0
-                    res = bank.verify(local, sid, kf.pose @ S @ invert(P[k]), with_scale=cfg.estimate_scale, max_iter=20)
-                    recalls.append({"keyframe": k, "scene": sid, "fitness": res.fitness, "rmse": res.rmse, "accepted": res.accepted})
+                    res = bank.verify(
+                        local,
+                        sid,
+                        kf.pose @ S @ invert(P[k]),
+                        with_scale=cfg.estimate_scale,
+                        max_iter=20,
+                    )
+                    recalls.append(
+                        {
+                            "keyframe": k,
+                            "scene": sid,
+                            "fitness": res.fitness,
+                            "rmse": res.rmse,
+                            "accepted": res.accepted,
+                        }
+                    )
                     if best is None or res.fitness > best.fitness:
                         best = res
                 t_icp += time.perf_counter() - ta
                 if best is not None and best.accepted:
                     M, scene = best.T, sid
-                    log.info("visit %d: recalled scene %d at keyframe %d (fitness %.2f)", visit_id, sid, k, best.fitness)
+                    log.info(
+                        "visit %d: recalled scene %d at keyframe %d (fitness %.2f)",
+                        visit_id,
+                        sid,
+                        k,
+                        best.fitness,
+                    )
                     break
         timings["retrieval"] = t_ret
 
@@ -249,7 +282,6 @@ class CogniMap3D:
             Pm[:, :3, 3] *= scale
             Pm = Mr @ Pm
             depths = priors.depth * scale
-            sc = bank.scenes[scene]
             ta = time.perf_counter()
             graph = PoseGraph()
             sig = np.asarray(cfg.odo_sigmas, dtype=float)
@@ -259,10 +291,21 @@ class CogniMap3D:
             for k in kf_idx[:: cfg.reloc_every]:
                 pts = clouds[k] * scale
                 res = bank.verify(pts, scene, Pm[k], with_scale=False, max_iter=20)
-                recalls.append({"keyframe": k, "scene": scene, "fitness": res.fitness, "rmse": res.rmse, "accepted": res.accepted, "anchor": True})
+                recalls.append(
+                    {
+                        "keyframe": k,
+                        "scene": scene,
+                        "fitness": res.fitness,
+                        "rmse": res.rmse,
+                        "accepted": res.accepted,
+                        "anchor": True,
+                    }
+                )
                 if res.accepted:
                     s_a = max(cfg.anchor_sigma_floor, res.rmse)
-                    graph.add_pose_anchor(k, res.T, np.r_[np.full(3, s_a / 2.0), np.full(3, s_a)], robust=cfg.robust)
+                    graph.add_pose_anchor(
+                        k, res.T, np.r_[np.full(3, s_a / 2.0), np.full(3, s_a)], robust=cfg.robust
+                    )
                     anchors.append(k)
             t_icp += time.perf_counter() - ta
             ta = time.perf_counter()

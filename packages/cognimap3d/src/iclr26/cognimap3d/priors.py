@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from iclr26.shared.validation import check_array, check_int, check_range
 from scipy.ndimage import median_filter
 
 from iclr26.cognimap3d.data import Sequence
 from iclr26.cognimap3d.se3 import check_poses, exp_se3, invert
+from iclr26.shared.validation import check_array, check_int, check_range
 
 __all__ = ["NoisyOraclePrior", "PriorProvider", "Priors"]
 
@@ -118,7 +118,11 @@ class NoisyOraclePrior:
         poses = np.empty_like(seq.poses)
         poses[0] = np.eye(4)
         for t in range(1, n):
-            xi = self.noise * sig * (rng.standard_normal(6) + self.dyn_pose_bias * 4 * dyn[t] * bias_dir)
+            xi = (
+                self.noise
+                * sig
+                * (rng.standard_normal(6) + self.dyn_pose_bias * 4 * dyn[t] * bias_dir)
+            )
             step = rel_gt[t - 1] @ exp_se3(xi)
             step[:3, 3] *= s
             poses[t] = poses[t - 1] @ step

@@ -9,6 +9,7 @@ vector, or a batch with leading dimensions.
 from __future__ import annotations
 
 import numpy as np
+
 from iclr26.shared.validation import check_array
 
 __all__ = [
@@ -132,7 +133,9 @@ def invert(T: np.ndarray) -> np.ndarray:
     return out
 
 
-def check_poses(T: object, name: str, *, tol: float = 1e-4, batch: bool | None = None) -> np.ndarray:
+def check_poses(
+    T: object, name: str, *, tol: float = 1e-4, batch: bool | None = None
+) -> np.ndarray:
     """Validate 4×4 rigid poses: shape ``(4, 4)`` or ``(N, 4, 4)``, finite, orthonormal rotation
     with det +1 (within ``tol``), last row ``[0, 0, 0, 1]``. Returns a float64 array.
 
