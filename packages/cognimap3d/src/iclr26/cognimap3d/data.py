@@ -164,8 +164,8 @@ class RevisitWorld:
     def __init__(
         self,
         seed: int = 0,
-        room: tuple[float, float, float] = (10.0, 8.0, 3.0),
-        n_static: int = 12,
+        room: tuple[float, float, float] = (9.0, 7.0, 3.0),
+        n_static: int = 20,
         n_actors: int = 3,
     ) -> None:
         check_int(seed, "seed", low=0)
@@ -197,9 +197,9 @@ class RevisitWorld:
         while placed < n_static:
             size = rng.uniform([0.3, 0.3, 0.3], [1.0, 1.0, 1.6])
             xy = rng.uniform([0.1, 0.1], [X - 0.1 - size[0], Y - 0.1 - size[1]])
-            # keep a free disc of radius 2.6 m around the centre for cameras and actors
+            # keep a free disc of radius 2.3 m around the centre for cameras and actors
             c = xy + size[:2] / 2
-            if np.linalg.norm(c - centre) < 2.6 + size[:2].max() / 2:
+            if np.linalg.norm(c - centre) < 2.3 + size[:2].max() / 2:
                 continue
             lo = np.array([xy[0], xy[1], 0.0])
             self.static.append(
@@ -232,7 +232,7 @@ class RevisitWorld:
             size = b.hi - b.lo
             while True:
                 xy = rng.uniform([0.1, 0.1], [X2 - 0.1 - size[0], Y2 - 0.1 - size[1]])
-                if np.linalg.norm(xy + size[:2] / 2 - centre) >= 2.6 + size[:2].max() / 2:
+                if np.linalg.norm(xy + size[:2] / 2 - centre) >= 2.3 + size[:2].max() / 2:
                     break
             lo = np.array([xy[0], xy[1], 0.0])
             other.static.append(replace(b, lo=lo, hi=lo + size))
@@ -247,11 +247,11 @@ class RevisitWorld:
             ang = rng.uniform(0, 2 * np.pi)
             radial = np.array([math.cos(ang), math.sin(ang), 0.0])
             if a == 0:  # co-linear case: walks radially, towards / away from a central camera
-                start, direction, length = centre + 1.5 * radial, radial, 0.8
+                start, direction, length = centre + 1.3 * radial, radial, 0.7
             else:
-                start = centre + rng.uniform(1.6, 2.1) * radial
+                start = centre + rng.uniform(1.4, 1.9) * radial
                 direction = np.array([-radial[1], radial[0], 0.0])
-                length = 1.5
+                length = 1.4
             size = np.array([0.4, 0.4, 1.3])
             lo = start - np.r_[size[:2] / 2, 0.0]
             out.append(

@@ -35,7 +35,7 @@ def icp(
     max_iter: int = 30,
     max_corr: float = 0.2,
     with_scale: bool = False,
-    tol: float = 1e-6,
+    tol: float = 1e-5,
     trim: float = 1.0,
 ) -> IcpResult:
     """Point-to-point ICP: alternate nearest neighbours within ``max_corr`` and the closed-form

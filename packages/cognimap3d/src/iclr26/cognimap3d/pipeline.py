@@ -54,7 +54,7 @@ class CogniMap3DConfig:
     point_stride: int = 2
     local_window: int = 3
     estimate_scale: bool = False
-    reloc_every: int = 1
+    reloc_every: int = 2
     use_memory: bool = True
     optimize: bool = True
     backend: str = "numpy"

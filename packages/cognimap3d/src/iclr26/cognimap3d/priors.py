@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from scipy.ndimage import median_filter
+from scipy.ndimage import gaussian_filter, median_filter
 
 from iclr26.cognimap3d.data import Sequence
 from iclr26.cognimap3d.se3 import check_poses, exp_se3, invert
@@ -61,7 +61,8 @@ class NoisyOraclePrior:
     """Ground truth degraded like a feed-forward depth/pose network (spec §8).
 
     Args:
-        depth_rel_noise: per-pixel relative depth noise (std).
+        depth_rel_noise: relative depth noise (std), mostly spatially smooth (a Gaussian-filtered
+            field, σ = 4 px) plus a white part, as feed-forward depth errors are.
         depth_scale: range of the unknown per-sequence scale (depth and translations); (1, 1)
             by default, i.e. metric priors (spec: (0.7, 1.3) for an up-to-scale network).
         rot_drift_deg: per-frame rotation noise of the relative motion (deg, std per axis).
@@ -101,7 +102,13 @@ class NoisyOraclePrior:
         n = len(seq)
         s = rng.uniform(*self.depth_scale)
         gt = seq.depth
-        depth = s * gt * (1 + self.noise * self.depth_rel_noise * rng.standard_normal(gt.shape))
+        # network depth errors are spatially smooth: a low-pass random field (σ = 4 px) carries
+        # most of the error, a white component the rest
+        smooth = gaussian_filter(rng.standard_normal(gt.shape), sigma=(0, 4, 4))
+        smooth /= smooth.std() + 1e-12
+        white = rng.standard_normal(gt.shape)
+        rel = self.noise * self.depth_rel_noise * (0.9 * smooth + 0.3 * white)
+        depth = s * gt * (1 + rel)
         # edge bleeding: a 3×3 median smears depth across discontinuities
         edges = np.zeros(gt.shape, bool)
         rel = np.abs(np.diff(gt, axis=2)) / gt[:, :, 1:]
