@@ -7,12 +7,13 @@ central-difference Jacobians) and gtsam (``PriorFactorPose3``, ``BetweenFactorPo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
-from iclr26.cognimap3d.se3 import check_poses, exp_se3, invert, log_se3
+from iclr26.cognimap3d.se3 import check_poses, exp_se3, log_se3
 from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
 __all__ = ["PoseGraph", "robust_weight"]
@@ -47,6 +48,15 @@ class _Factor:
     sigmas: np.ndarray
     robust: str | None
     k: float
+
+
+def _inv_rigid(T: np.ndarray) -> np.ndarray:
+    R = np.swapaxes(T[..., :3, :3], -1, -2)
+    out = np.zeros_like(T)
+    out[..., :3, :3] = R
+    out[..., :3, 3] = -(R @ T[..., :3, 3][..., None])[..., 0]
+    out[..., 3, 3] = 1.0
+    return out
 
 
 def _check_sigmas(s: object, name: str = "sigmas6") -> np.ndarray:
@@ -127,34 +137,69 @@ class PoseGraph:
         missing = [k for k in keys if k not in initial]
         if missing:
             raise ValueError(f"initial has no pose for keys {missing[:5]}")
-        for k in keys:
-            check_poses(initial[k], f"initial[{k}]", batch=False)
+        try:
+            stacked = np.stack([np.asarray(initial[k], dtype=float) for k in keys])
+        except ValueError:
+            stacked = None
+        if stacked is None or stacked.shape[1:] != (4, 4):
+            for k in keys:  # find the culprit
+                check_poses(initial[k], f"initial[{k}]", batch=False)
+        try:
+            check_poses(stacked, "initial", batch=True)
+        except ValueError:
+            for k in keys:
+                check_poses(initial[k], f"initial[{k}]", batch=False)
+            raise
         return keys
 
     def cost(self, poses: dict[int, np.ndarray]) -> float:
         """Total robust cost ``Σ ρ(‖r‖_Σ)`` (½‖r‖² without kernel), as gtsam's ``graph.error``."""
         keys = self._validate_initial(poses)
         X = np.stack([poses[k] for k in keys])
-        index = {k: n for n, k in enumerate(keys)}
-        return self._cost_X(X, index)
+        return self._cost(X, self._prep(keys))
 
-    def _residuals(self, X: np.ndarray, index: dict[int, int], delta: tuple | None = None):
+    def _prep(self, keys: list[int]) -> SimpleNamespace:
+        """Factor arrays, built once per solve."""
+        index = {k: n for n, k in enumerate(keys)}
         fs = self.factors
-        ii = np.array([index[f.i] for f in fs])
+        Z = np.stack([f.Z for f in fs])
         jj = np.array([index[f.j] if f.j >= 0 else -1 for f in fs])
-        Zinv = invert(np.stack([f.Z for f in fs]))
-        sig = np.stack([f.sigmas for f in fs])
-        Xi = X[ii]
-        Xj = X[np.maximum(jj, 0)]
-        if delta is not None:
-            which, d = delta
-            if which == "i":
-                Xi = Xi @ exp_se3(d)
-            else:
-                Xj = Xj @ exp_se3(d)
-        unary = jj < 0
-        E = np.where(unary[:, None, None], Zinv @ Xi, Zinv @ invert(Xi) @ Xj)
-        return log_se3(E) / sig, ii, jj, fs
+        return SimpleNamespace(
+            ii=np.array([index[f.i] for f in fs]),
+            jj=jj,
+            unary=jj < 0,
+            Z=Z,
+            Zinv=_inv_rigid(Z),
+            sig=np.stack([f.sigmas for f in fs]),
+            kind=np.array([ROBUST.index(f.robust) for f in fs]),
+            k=np.array([f.k for f in fs]),
+        )
+
+    @staticmethod
+    def _errors(X: np.ndarray, p: SimpleNamespace) -> np.ndarray:
+        """E = Z⁻¹X_i (unary) or Z⁻¹X_i⁻¹X_j (between), so that r = Log(E)/σ."""
+        Xi = X[p.ii]
+        E = p.Zinv @ Xi
+        b = ~p.unary
+        E[b] = p.Zinv[b] @ _inv_rigid(Xi[b]) @ X[p.jj[b]]
+        return E
+
+    @staticmethod
+    def _robust(e: np.ndarray, p: SimpleNamespace) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ(e), IRLS weight) per factor."""
+        k = p.k
+        huber_c = np.where(e <= k, 0.5 * e**2, k * e - 0.5 * k * k)
+        huber_w = np.where(e <= k, 1.0, k / np.maximum(e, 1e-300))
+        cauchy_c = 0.5 * k * k * np.log1p((e / k) ** 2)
+        cauchy_w = 1.0 / (1.0 + (e / k) ** 2)
+        none, hub = p.kind == 0, p.kind == 1
+        cost = np.select([none, hub], [0.5 * e**2, huber_c], cauchy_c)
+        w = np.select([none, hub], [np.ones_like(e), huber_w], cauchy_w)
+        return cost, w
+
+    def _cost(self, X: np.ndarray, p: SimpleNamespace) -> float:
+        e = np.linalg.norm(log_se3(self._errors(X, p)) / p.sig, axis=1)
+        return float(self._robust(e, p)[0].sum())
 
     def optimize(
         self,
@@ -172,52 +217,54 @@ class PoseGraph:
         """
         check_choice(backend, "backend", ("numpy", "gtsam"))
         check_int(max_iters, "max_iters", low=1)
+        check_range(tol, "tol", low=0)
         keys = self._validate_initial(initial)
         if backend == "gtsam":
             return self._optimize_gtsam(initial, keys, max_iters)
-        index = {k: n for n, k in enumerate(keys)}
+        p = self._prep(keys)
         X = np.stack([np.asarray(initial[k], dtype=float) for k in keys])
-        n = len(keys)
-        lam = 1e-4
+        n, m = len(keys), len(self.factors)
         h = 1e-6
-        cost = self._cost_X(X, index)
-        eye6 = np.eye(6)
+        Ep, Em = exp_se3(h * np.eye(6)), exp_se3(-h * np.eye(6))
+        # right perturbation of X_i in a between factor acts as Z⁻¹ Exp(−δ) Z E
+        b = ~p.unary
+        Zb, Zib = p.Z[b], p.Zinv[b]
+        ii, jj = p.ii, p.jj
+        lam = 1e-4
+        cost = self._cost(X, p)
+        diag_idx = np.arange(6 * n)
         for _ in range(max_iters):
-            r, ii, jj, fs = self._residuals(X, index)
-            e = np.linalg.norm(r, axis=1)
-            w = self._weights(e, fs)
-            m = len(fs)
-            Ji = np.empty((m, 6, 6))
-            Jj = np.empty((m, 6, 6))
+            E = self._errors(X, p)
+            r = log_se3(E) / p.sig
+            _, w = self._robust(np.linalg.norm(r, axis=1), p)
+            Jr = np.empty((m, 6, 6))
+            Ji = np.empty((b.sum(), 6, 6))
+            ZE = Zb @ E[b]
             for a in range(6):
-                dp = np.broadcast_to(h * eye6[a], (m, 6))
-                Ji[:, :, a] = (
-                    self._residuals(X, index, ("i", dp))[0]
-                    - self._residuals(X, index, ("i", -dp))[0]
-                ) / (2 * h)
-                Jj[:, :, a] = (
-                    self._residuals(X, index, ("j", dp))[0]
-                    - self._residuals(X, index, ("j", -dp))[0]
-                ) / (2 * h)
-            unary = jj < 0
-            Jj[unary] = 0.0
-            # normal equations, block-sparse: H = Σ w JᵀJ, g = Σ w Jᵀr
-            bi = ~unary
+                Jr[:, :, a] = (log_se3(E @ Ep[a]) - log_se3(E @ Em[a])) / (2 * h)
+                Ji[:, :, a] = (log_se3(Zib @ Em[a] @ ZE) - log_se3(Zib @ Ep[a] @ ZE)) / (2 * h)
+            Jr /= p.sig[:, :, None]
+            Ji /= p.sig[b][:, :, None]
+            # unary: J wrt X_i is Jr; between: wrt X_i is Ji, wrt X_j is Jr
+            JA = Jr.copy()
+            JA[b] = Ji
+            ia = ii
+            JB, ib, wb = Jr[b], jj[b], w[b]
             g6 = np.zeros((n, 6))
-            np.add.at(g6, ii, w[:, None] * np.einsum("mka,mk->ma", Ji, r))
-            np.add.at(g6, jj[bi], (w[:, None] * np.einsum("mka,mk->ma", Jj, r))[bi])
+            np.add.at(g6, ia, w[:, None] * np.einsum("mka,mk->ma", JA, r))
+            np.add.at(g6, ib, wb[:, None] * np.einsum("mka,mk->ma", JB, r[b]))
             g = g6.ravel()
+            JAb = JA[b]
             blocks, rows, cols = [], [], []
-            everything = np.ones(m, bool)
-            for A, ia, B, ib, sel in (
-                (Ji, ii, Ji, ii, everything),
-                (Jj, jj, Jj, jj, bi),
-                (Ji, ii, Jj, jj, bi),
-                (Jj, jj, Ji, ii, bi),
+            for A, ra_i, B, cb_i, ww in (
+                (JA, ia, JA, ia, w),
+                (JB, ib, JB, ib, wb),
+                (JAb, ia[b], JB, ib, wb),
+                (JB, ib, JAb, ia[b], wb),
             ):
-                blk = w[sel, None, None] * np.einsum("mka,mkb->mab", A[sel], B[sel])
-                ra = 6 * ia[sel][:, None, None] + np.arange(6)[None, :, None]
-                cb = 6 * ib[sel][:, None, None] + np.arange(6)[None, None, :]
+                blk = ww[:, None, None] * np.einsum("mka,mkb->mab", A, B)
+                ra = 6 * ra_i[:, None, None] + np.arange(6)[None, :, None]
+                cb = 6 * cb_i[:, None, None] + np.arange(6)[None, None, :]
                 blocks.append(blk.ravel())
                 rows.append(np.broadcast_to(ra, blk.shape).ravel())
                 cols.append(np.broadcast_to(cb, blk.shape).ravel())
@@ -225,19 +272,13 @@ class PoseGraph:
                 (np.concatenate(blocks), (np.concatenate(rows), np.concatenate(cols))),
                 shape=(6 * n, 6 * n),
             ).tocsc()
-            diag = Hm.diagonal()
-            improved = False
+            diag = np.maximum(Hm.diagonal(), 1e-9)
+            improved, rel = False, 0.0
             for _ in range(10):
-                Hd = (
-                    Hm
-                    + coo_matrix(
-                        (lam * np.maximum(diag, 1e-9), (np.arange(6 * n), np.arange(6 * n))),
-                        shape=Hm.shape,
-                    ).tocsc()
-                )
-                step = -spsolve(Hd, g).reshape(n, 6)
+                damp = coo_matrix((lam * diag, (diag_idx, diag_idx)), shape=Hm.shape)
+                step = -spsolve((Hm + damp).tocsc(), g).reshape(n, 6)
                 X_new = X @ exp_se3(step)
-                c_new = self._cost_X(X_new, index)
+                c_new = self._cost(X_new, p)
                 if c_new <= cost:
                     improved = True
                     rel = (cost - c_new) / max(cost, 1e-300)
@@ -247,28 +288,7 @@ class PoseGraph:
                 lam *= 10
             if not improved or rel < tol or np.abs(step).max() < 1e-12:
                 break
-        return {k: X[index[k]] for k in keys}
-
-    @staticmethod
-    def _kernels(fs: list[_Factor]) -> tuple[np.ndarray, np.ndarray]:
-        kind = np.array([ROBUST.index(f.robust) for f in fs])
-        return kind, np.array([f.k for f in fs])
-
-    def _weights(self, e: np.ndarray, fs: list[_Factor]) -> np.ndarray:
-        kind, k = self._kernels(fs)
-        return np.select(
-            [kind == 0, kind == 1],
-            [np.ones_like(e), np.where(e <= k, 1.0, k / np.maximum(e, 1e-300))],
-            1.0 / (1.0 + (e / k) ** 2),
-        )
-
-    def _cost_X(self, X: np.ndarray, index: dict[int, int]) -> float:
-        r, _, _, fs = self._residuals(X, index)
-        e = np.linalg.norm(r, axis=1)
-        kind, k = self._kernels(fs)
-        huber = np.where(e <= k, 0.5 * e**2, k * e - 0.5 * k * k)
-        cauchy = 0.5 * k * k * np.log1p((e / k) ** 2)
-        return float(np.select([kind == 0, kind == 1], [0.5 * e**2, huber], cauchy).sum())
+        return {k: X[n_] for n_, k in enumerate(keys)}
 
     def _optimize_gtsam(
         self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int

@@ -10,6 +10,7 @@ propagation of the previous mask by the observed flow (SAM2's role in the paper)
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,6 +98,14 @@ class FlowCache:
     noise_px: float = 0.3
     seed: int = 0
     _flows: dict = field(default_factory=dict)
+    _smooth: dict = field(default_factory=dict)
+
+    def smooth_depth(self, depth: np.ndarray, t: int) -> np.ndarray:
+        """3×3 median of ``depth[t]`` (cached per depth array and frame)."""
+        key = (id(depth), t)
+        if key not in self._smooth:
+            self._smooth[key] = ndimage.median_filter(depth[t], size=3)
+        return self._smooth[key]
 
     def __call__(self, i: int, j: int) -> np.ndarray:
         key = (i, j)
@@ -119,6 +128,14 @@ def _mad_threshold(r: np.ndarray, valid: np.ndarray, floor: float, k: float) -> 
     return max(floor, float(med + k * 1.4826 * np.median(np.abs(vals - med))))
 
 
+@functools.lru_cache(maxsize=8)
+def _design(h: int, w: int) -> np.ndarray:
+    v, u = np.mgrid[0:h, 0:w].astype(float)
+    A = np.stack([u / w, v / h, np.ones_like(u)], axis=-1)
+    A.setflags(write=False)
+    return A
+
+
 def _global_move(e: np.ndarray, cand: np.ndarray, model: str) -> tuple[np.ndarray, np.ndarray]:
     """Robust global component of the residual field ``e (2, H, W)`` over candidate pixels, and
     the inlier pixels it was fitted on (the static reference for the adaptive threshold).
@@ -130,14 +147,14 @@ def _global_move(e: np.ndarray, cand: np.ndarray, model: str) -> tuple[np.ndarra
         cand = np.ones((h, w), bool)
     r0 = np.linalg.norm(e, axis=0)
     sel = cand & (r0 <= np.median(r0[cand]))
-    v, u = np.mgrid[0:h, 0:w].astype(float)
-    A = np.stack([u / w, v / h, np.ones_like(u)], axis=-1)
+    A = _design(h, w)
     for _ in range(2):
         if model == "median":
             coef = np.zeros((3, 2))
             coef[2] = np.median(e[:, sel], axis=1)
-        else:
-            coef, *_ = np.linalg.lstsq(A[sel], e[:, sel].T, rcond=None)
+        else:  # least squares through the 3×3 normal equations
+            As = A[sel]
+            coef = np.linalg.solve(As.T @ As + 1e-9 * np.eye(3), As.T @ e[:, sel].T)
         res = np.linalg.norm(e - np.moveaxis(A @ coef, -1, 0), axis=0)
         sel = cand & (res <= np.quantile(res[cand], 0.6))
     return np.moveaxis(A @ coef, -1, 0), sel
@@ -195,7 +212,7 @@ class MotionCueDetector:
         score = np.zeros((h, w))
         cand = ~prev_mask if prev_mask is not None else np.ones((h, w), bool)
         out: dict[str, np.ndarray] = {}
-        D_smooth = ndimage.median_filter(D[t], size=3)
+        D_smooth = flows.smooth_depth(D, t)
         for o in offsets:
             j = t + o
             fo = flows(t, j)
@@ -220,7 +237,7 @@ class MotionCueDetector:
                 uv, z = warp_depth(D_smooth, K, P[t], P[j])
                 ui = np.clip(np.round(uv[0]).astype(int), 0, w - 1)
                 vi = np.clip(np.round(uv[1]).astype(int), 0, h - 1)
-                zt = ndimage.median_filter(D[j], size=3)[vi, ui]
+                zt = flows.smooth_depth(D, j)[vi, ui]
                 rel = (z - zt) / zt
                 rel = rel - np.median(rel[valid]) if valid.any() else rel
                 rel = np.abs(rel)
