@@ -75,6 +75,12 @@ def _run_setup(parser: argparse.ArgumentParser):
         from iclr26.cognimap3d.priors import NoisyOraclePrior
         from iclr26.cognimap3d.viz import save_ply, trajectory_figure, write_tum_poses
 
+        if args.backend == "gtsam":
+            from iclr26.shared import import_optional
+
+            import_optional(
+                "gtsam", dist="iclr26-cognimap3d", extra="gtsam", purpose="--backend gtsam"
+            )
         out = prepare_output_dir(args.out)
         if args.memory is not None and not args.memory.is_file():
             raise ValueError(f"--memory {args.memory} does not exist")
