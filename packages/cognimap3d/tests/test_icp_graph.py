@@ -120,3 +120,28 @@ def test_twist_order_matches_gtsam():
     np.testing.assert_allclose(
         gtsam.Pose3.Logmap(gtsam.Pose3(exp_se3(xi))), log_se3(exp_se3(xi)), atol=1e-12
     )
+
+
+def test_sim3_icp_recovers_scale():
+    rng = np.random.default_rng(4)
+    dst = _box_cloud(rng, 20000)
+    T = exp_se3(np.r_[np.radians([3.0, -4.0, 5.0]), 0.03, -0.02, 0.01])
+    s = 1.15
+    src_clean = _box_cloud(np.random.default_rng(5), 3000)
+    src = (src_clean - T[:3, 3]) @ T[:3, :3] / s
+    res = icp(src, dst, max_iter=80, max_corr=0.3, with_scale=True)
+    assert abs(res.scale - s) < 0.01
+    assert res.fitness > 0.95
+
+
+@pytest.mark.parametrize("kind", ["huber", "cauchy"])
+def test_robust_weights_match_gtsam(kind):
+    gtsam = pytest.importorskip("gtsam")
+    from iclr26.cognimap3d.graph import robust_weight
+
+    est = {
+        "huber": gtsam.noiseModel.mEstimator.Huber,
+        "cauchy": gtsam.noiseModel.mEstimator.Cauchy,
+    }[kind].Create(1.345)
+    for e in (0.1, 1.0, 1.345, 2.0, 10.0):
+        assert abs(robust_weight(np.array([e]), kind, 1.345)[0] - est.weight(e)) < 1e-12
