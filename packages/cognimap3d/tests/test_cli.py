@@ -38,7 +38,7 @@ def test_out_is_existing_file(tmp_path, capsys):
 
 
 def test_demo_data_then_run(tmp_path, capsys):
-    assert main(["demo-data", str(tmp_path / "d"), "--frames", "12"]) == 0
+    assert main(["demo-data", str(tmp_path / "d"), "--frames", "8"]) == 0
     out = tmp_path / "run"
     assert (
         main(

@@ -36,7 +36,7 @@ def _oracle(seq):
 
 def test_static_scene_few_false_positives():
     w = RevisitWorld(seed=2, n_actors=0)
-    seq = make_visits(w, 1, 10)[0]
+    seq = make_visits(w, 1, 6)[0]
     det = MotionCueDetector(MotionCueConfig(flow_method="gt_noise", flow_noise_px=0.1))
     masks = det.detect_sequence(seq, _oracle(seq))["final"]
     assert masks.mean() < 0.005
