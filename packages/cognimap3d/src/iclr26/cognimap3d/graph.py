@@ -1,0 +1,324 @@
+"""Pose-graph optimisation (spec §4.4): priors, odometry (between) factors and relocalisation
+anchors with optional Huber/Cauchy kernels, solved by Levenberg–Marquardt on SE(3) with right
+perturbations ``X ← X·Exp(δ)``. Two backends: numpy (sparse normal equations, batched
+central-difference Jacobians) and gtsam (``PriorFactorPose3``, ``BetweenFactorPose3``,
+``noiseModel.Robust``). Both minimise the same cost; twists are (ω, v) in both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.linalg import spsolve
+
+from iclr26.cognimap3d.se3 import check_poses, exp_se3, log_se3
+from iclr26.shared.validation import check_array, check_choice, check_int, check_range
+
+__all__ = ["PoseGraph", "robust_weight"]
+
+ROBUST = (None, "huber", "cauchy")
+
+
+def robust_weight(e: np.ndarray, kind: str | None, k: float) -> np.ndarray:
+    """IRLS weight of a whitened residual norm ``e`` (gtsam's ``mEstimator`` weights)."""
+    e = np.asarray(e, dtype=float)
+    if kind is None:
+        return np.ones_like(e)
+    if kind == "huber":
+        return np.where(e <= k, 1.0, k / np.maximum(e, 1e-300))
+    return 1.0 / (1.0 + (e / k) ** 2)
+
+
+def robust_cost(e: np.ndarray, kind: str | None, k: float) -> np.ndarray:
+    """ρ(e) with ρ = ½e² for no kernel (gtsam's ``loss``)."""
+    if kind is None:
+        return 0.5 * e**2
+    if kind == "huber":
+        return np.where(e <= k, 0.5 * e**2, k * e - 0.5 * k * k)
+    return 0.5 * k * k * np.log1p((e / k) ** 2)
+
+
+@dataclass
+class _Factor:
+    i: int
+    j: int  # -1 for unary
+    Z: np.ndarray
+    sigmas: np.ndarray
+    robust: str | None
+    k: float
+
+
+def _inv_rigid(T: np.ndarray) -> np.ndarray:
+    R = np.swapaxes(T[..., :3, :3], -1, -2)
+    out = np.zeros_like(T)
+    out[..., :3, :3] = R
+    out[..., :3, 3] = -(R @ T[..., :3, 3][..., None])[..., 0]
+    out[..., 3, 3] = 1.0
+    return out
+
+
+def _check_sigmas(s: object, name: str = "sigmas6") -> np.ndarray:
+    check_array(s, name, shape=(6,))
+    s = np.asarray(s, dtype=float)
+    if np.any(s <= 0):
+        raise ValueError(f"{name} must be > 0, got {s}")
+    return s
+
+
+class PoseGraph:
+    """A pose graph over integer keys with SE(3) poses (camera-to-world).
+
+    Residuals (whitened by ``sigmas6`` in (ω, v) order): prior ``Log(Z⁻¹X_i)``, between
+    ``Log(Z⁻¹X_i⁻¹X_j)``; a relocalisation anchor is a prior with a robust kernel.
+    """
+
+    def __init__(self) -> None:
+        self.factors: list[_Factor] = []
+
+    def _add(
+        self, i: int, j: int, Z: object, sigmas6: object, robust: str | None, k: float
+    ) -> None:
+        check_choice(robust, "robust", ROBUST)
+        check_range(k, "k", low=0, low_inclusive=False)
+        Zc = check_poses(Z, "T", batch=False)
+        self.factors.append(_Factor(i, j, Zc, _check_sigmas(sigmas6), robust, float(k)))
+
+    def add_prior(
+        self,
+        i: int,
+        T: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = None,
+        k: float = 1.345,
+    ) -> None:
+        """Unary factor ``‖Log(T⁻¹X_i)‖²_Σ`` (gtsam ``PriorFactorPose3``)."""
+        check_int(i, "i", low=0)
+        self._add(i, -1, T, sigmas6, robust, k)
+
+    def add_between(
+        self,
+        i: int,
+        j: int,
+        T_ij: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = None,
+        k: float = 1.345,
+    ) -> None:
+        """Odometry factor ``‖Log(T_ij⁻¹X_i⁻¹X_j)‖²_Σ`` (gtsam ``BetweenFactorPose3``)."""
+        check_int(i, "i", low=0)
+        check_int(j, "j", low=0)
+        if i == j:
+            raise ValueError("a between factor needs two different keys")
+        self._add(i, j, T_ij, sigmas6, robust, k)
+
+    def add_pose_anchor(
+        self,
+        i: int,
+        T_world_cam: np.ndarray,
+        sigmas6: np.ndarray,
+        robust: str | None = "huber",
+        k: float = 1.345,
+    ) -> None:
+        """Relocalisation anchor from a verified memory recall: a robust prior (Huber k = 1.345)."""
+        self.add_prior(i, T_world_cam, sigmas6, robust, k)
+
+    def keys(self) -> list[int]:
+        """The keys any factor touches, sorted."""
+        return sorted({f.i for f in self.factors} | {f.j for f in self.factors if f.j >= 0})
+
+    def _validate_initial(self, initial: dict[int, np.ndarray]) -> list[int]:
+        if not self.factors:
+            raise ValueError("the graph has no factors")
+        if not any(f.j < 0 for f in self.factors):
+            raise ValueError("the graph needs at least one prior or anchor (gauge freedom)")
+        keys = self.keys()
+        missing = [k for k in keys if k not in initial]
+        if missing:
+            raise ValueError(f"initial has no pose for keys {missing[:5]}")
+        try:
+            stacked = np.stack([np.asarray(initial[k], dtype=float) for k in keys])
+        except ValueError:
+            stacked = None
+        if stacked is None or stacked.shape[1:] != (4, 4):
+            for k in keys:  # find the culprit
+                check_poses(initial[k], f"initial[{k}]", batch=False)
+        try:
+            check_poses(stacked, "initial", batch=True)
+        except ValueError:
+            for k in keys:
+                check_poses(initial[k], f"initial[{k}]", batch=False)
+            raise
+        return keys
+
+    def cost(self, poses: dict[int, np.ndarray]) -> float:
+        """Total robust cost ``Σ ρ(‖r‖_Σ)`` (½‖r‖² without kernel), as gtsam's ``graph.error``."""
+        keys = self._validate_initial(poses)
+        X = np.stack([poses[k] for k in keys])
+        return self._cost(X, self._prep(keys))
+
+    def _prep(self, keys: list[int]) -> SimpleNamespace:
+        """Factor arrays, built once per solve."""
+        index = {k: n for n, k in enumerate(keys)}
+        fs = self.factors
+        Z = np.stack([f.Z for f in fs])
+        jj = np.array([index[f.j] if f.j >= 0 else -1 for f in fs])
+        return SimpleNamespace(
+            ii=np.array([index[f.i] for f in fs]),
+            jj=jj,
+            unary=jj < 0,
+            Z=Z,
+            Zinv=_inv_rigid(Z),
+            sig=np.stack([f.sigmas for f in fs]),
+            kind=np.array([ROBUST.index(f.robust) for f in fs]),
+            k=np.array([f.k for f in fs]),
+        )
+
+    @staticmethod
+    def _errors(X: np.ndarray, p: SimpleNamespace) -> np.ndarray:
+        """E = Z⁻¹X_i (unary) or Z⁻¹X_i⁻¹X_j (between), so that r = Log(E)/σ."""
+        Xi = X[p.ii]
+        E = p.Zinv @ Xi
+        b = ~p.unary
+        E[b] = p.Zinv[b] @ _inv_rigid(Xi[b]) @ X[p.jj[b]]
+        return E
+
+    @staticmethod
+    def _robust(e: np.ndarray, p: SimpleNamespace) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ(e), IRLS weight) per factor."""
+        k = p.k
+        huber_c = np.where(e <= k, 0.5 * e**2, k * e - 0.5 * k * k)
+        huber_w = np.where(e <= k, 1.0, k / np.maximum(e, 1e-300))
+        cauchy_c = 0.5 * k * k * np.log1p((e / k) ** 2)
+        cauchy_w = 1.0 / (1.0 + (e / k) ** 2)
+        none, hub = p.kind == 0, p.kind == 1
+        cost = np.select([none, hub], [0.5 * e**2, huber_c], cauchy_c)
+        w = np.select([none, hub], [np.ones_like(e), huber_w], cauchy_w)
+        return cost, w
+
+    def _cost(self, X: np.ndarray, p: SimpleNamespace) -> float:
+        e = np.linalg.norm(log_se3(self._errors(X, p)) / p.sig, axis=1)
+        return float(self._robust(e, p)[0].sum())
+
+    def optimize(
+        self,
+        initial: dict[int, np.ndarray],
+        backend: str = "numpy",
+        max_iters: int = 50,
+        tol: float = 1e-10,
+    ) -> dict[int, np.ndarray]:
+        """Minimise the cost from ``initial`` (``{key: 4×4}``) with Levenberg–Marquardt.
+
+        Args:
+            backend: ``"numpy"`` (always available) or ``"gtsam"`` (extra ``[gtsam]``).
+            max_iters: iteration cap.
+            tol: relative cost decrease that stops the numpy solver.
+        """
+        check_choice(backend, "backend", ("numpy", "gtsam"))
+        check_int(max_iters, "max_iters", low=1)
+        check_range(tol, "tol", low=0)
+        keys = self._validate_initial(initial)
+        if backend == "gtsam":
+            return self._optimize_gtsam(initial, keys, max_iters)
+        p = self._prep(keys)
+        X = np.stack([np.asarray(initial[k], dtype=float) for k in keys])
+        n, m = len(keys), len(self.factors)
+        h = 1e-6
+        Ep, Em = exp_se3(h * np.eye(6)), exp_se3(-h * np.eye(6))
+        # right perturbation of X_i in a between factor acts as Z⁻¹ Exp(−δ) Z E
+        b = ~p.unary
+        Zb, Zib = p.Z[b], p.Zinv[b]
+        ii, jj = p.ii, p.jj
+        lam = 1e-4
+        cost = self._cost(X, p)
+        diag_idx = np.arange(6 * n)
+        for _ in range(max_iters):
+            E = self._errors(X, p)
+            r = log_se3(E) / p.sig
+            _, w = self._robust(np.linalg.norm(r, axis=1), p)
+            Jr = np.empty((m, 6, 6))
+            Ji = np.empty((b.sum(), 6, 6))
+            ZE = Zb @ E[b]
+            for a in range(6):
+                Jr[:, :, a] = (log_se3(E @ Ep[a]) - log_se3(E @ Em[a])) / (2 * h)
+                Ji[:, :, a] = (log_se3(Zib @ Em[a] @ ZE) - log_se3(Zib @ Ep[a] @ ZE)) / (2 * h)
+            Jr /= p.sig[:, :, None]
+            Ji /= p.sig[b][:, :, None]
+            # unary: J wrt X_i is Jr; between: wrt X_i is Ji, wrt X_j is Jr
+            JA = Jr.copy()
+            JA[b] = Ji
+            ia = ii
+            JB, ib, wb = Jr[b], jj[b], w[b]
+            g6 = np.zeros((n, 6))
+            np.add.at(g6, ia, w[:, None] * np.einsum("mka,mk->ma", JA, r))
+            np.add.at(g6, ib, wb[:, None] * np.einsum("mka,mk->ma", JB, r[b]))
+            g = g6.ravel()
+            JAb = JA[b]
+            blocks, rows, cols = [], [], []
+            for A, ra_i, B, cb_i, ww in (
+                (JA, ia, JA, ia, w),
+                (JB, ib, JB, ib, wb),
+                (JAb, ia[b], JB, ib, wb),
+                (JB, ib, JAb, ia[b], wb),
+            ):
+                blk = ww[:, None, None] * np.einsum("mka,mkb->mab", A, B)
+                ra = 6 * ra_i[:, None, None] + np.arange(6)[None, :, None]
+                cb = 6 * cb_i[:, None, None] + np.arange(6)[None, None, :]
+                blocks.append(blk.ravel())
+                rows.append(np.broadcast_to(ra, blk.shape).ravel())
+                cols.append(np.broadcast_to(cb, blk.shape).ravel())
+            Hm = coo_matrix(
+                (np.concatenate(blocks), (np.concatenate(rows), np.concatenate(cols))),
+                shape=(6 * n, 6 * n),
+            ).tocsc()
+            diag = np.maximum(Hm.diagonal(), 1e-9)
+            improved, rel = False, 0.0
+            for _ in range(10):
+                damp = coo_matrix((lam * diag, (diag_idx, diag_idx)), shape=Hm.shape)
+                step = -spsolve((Hm + damp).tocsc(), g).reshape(n, 6)
+                X_new = X @ exp_se3(step)
+                c_new = self._cost(X_new, p)
+                if c_new <= cost:
+                    improved = True
+                    rel = (cost - c_new) / max(cost, 1e-300)
+                    X, cost = X_new, c_new
+                    lam = max(lam / 10, 1e-12)
+                    break
+                lam *= 10
+            if not improved or rel < tol or np.abs(step).max() < 1e-12:
+                break
+        return {k: X[n_] for n_, k in enumerate(keys)}
+
+    def _optimize_gtsam(
+        self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int
+    ) -> dict[int, np.ndarray]:
+        from iclr26.shared.optional import import_optional
+
+        gtsam = import_optional(
+            "gtsam", dist="iclr26-cognimap3d", extra="gtsam", purpose="backend='gtsam'"
+        )
+        graph = gtsam.NonlinearFactorGraph()
+        for f in self.factors:
+            noise = gtsam.noiseModel.Diagonal.Sigmas(f.sigmas)
+            if f.robust == "huber":
+                noise = gtsam.noiseModel.Robust.Create(
+                    gtsam.noiseModel.mEstimator.Huber.Create(f.k), noise
+                )
+            elif f.robust == "cauchy":
+                noise = gtsam.noiseModel.Robust.Create(
+                    gtsam.noiseModel.mEstimator.Cauchy.Create(f.k), noise
+                )
+            if f.j < 0:
+                graph.add(gtsam.PriorFactorPose3(f.i, gtsam.Pose3(f.Z), noise))
+            else:
+                graph.add(gtsam.BetweenFactorPose3(f.i, f.j, gtsam.Pose3(f.Z), noise))
+        values = gtsam.Values()
+        for k in keys:
+            values.insert(k, gtsam.Pose3(np.asarray(initial[k], dtype=float)))
+        params = gtsam.LevenbergMarquardtParams()
+        params.setMaxIterations(max_iters)
+        params.setRelativeErrorTol(1e-12)
+        params.setAbsoluteErrorTol(1e-15)
+        result = gtsam.LevenbergMarquardtOptimizer(graph, values, params).optimize()
+        return {k: result.atPose3(k).matrix() for k in keys}

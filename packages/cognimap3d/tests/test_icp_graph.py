@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+
+from iclr26.cognimap3d.graph import PoseGraph
+from iclr26.cognimap3d.icp import icp
+from iclr26.cognimap3d.metrics import ate
+from iclr26.cognimap3d.se3 import exp_se3, invert, log_so3
+
+
+def _box_cloud(rng, n):
+    # points on the faces of a 1 m box and an offset slab: no planar degeneracy
+    f = rng.integers(0, 6, n)
+    p = rng.uniform(-0.5, 0.5, (n, 3))
+    p[np.arange(n), f // 2] = np.where(f % 2, 0.5, -0.5)
+    q = rng.uniform([-0.2, -0.2, -0.1], [0.3, 0.1, 0.1], (n // 3, 3)) + np.array([0.9, 0.3, 0.2])
+    return np.vstack((p, q))
+
+
+def test_icp_recovers_rigid_transform():
+    rng = np.random.default_rng(0)
+    dst = _box_cloud(rng, 20000)
+    T = exp_se3(np.r_[np.radians([8.0, -10.0, 12.0]) * 0.9, 0.05, -0.04, 0.03])
+    src_clean = _box_cloud(np.random.default_rng(1), 3000)
+    src = (src_clean - T[:3, 3]) @ T[:3, :3] + 0.002 * rng.normal(size=src_clean.shape)
+    res = icp(src, dst, max_iter=60, max_corr=0.3)
+    err = invert(T) @ res.T
+    assert np.degrees(np.linalg.norm(log_so3(err[:3, :3]))) < 0.5
+    assert np.linalg.norm(err[:3, 3]) < 0.01
+    assert res.fitness > 0.95
+
+
+def test_icp_unrelated_clouds_low_fitness():
+    rng = np.random.default_rng(0)
+    a = _box_cloud(rng, 3000)
+    b = rng.uniform(-3, 3, (3000, 3)) + 6
+    assert icp(a, b, max_corr=0.1).fitness < 0.1
+
+
+def _chain(n=30, seed=0, noise=1.0):
+    rng = np.random.default_rng(seed)
+    gt = [np.eye(4)]
+    for _ in range(n - 1):
+        gt.append(gt[-1] @ exp_se3(np.r_[rng.normal(0, 0.05, 3), rng.normal(0, 0.3, 3)]))
+    gt = np.stack(gt)
+    sig = np.r_[[0.01] * 3, [0.05] * 3]
+    Z = [
+        invert(gt[i]) @ gt[i + 1] @ exp_se3(noise * rng.normal(size=6) * sig) for i in range(n - 1)
+    ]
+    return gt, Z, sig
+
+
+def _graph(gt, Z, sig):
+    g = PoseGraph()
+    g.add_prior(0, gt[0], np.full(6, 1e-4))
+    for i, z in enumerate(Z):
+        g.add_between(i, i + 1, z, sig)
+    init = {0: gt[0]}
+    for i, z in enumerate(Z):
+        init[i + 1] = init[i] @ z
+    return g, init
+
+
+def test_exact_odometry_returns_gt():
+    gt, Z, sig = _chain(noise=0.0)
+    g, init = _graph(gt, Z, sig)
+    out = g.optimize(init)
+    assert max(np.abs(out[k] - gt[k]).max() for k in out) < 1e-8
+
+
+def _stack(d):
+    return np.stack([d[k] for k in sorted(d)])
+
+
+def test_anchor_reduces_drift():
+    gt, Z, sig = _chain(noise=3.0, seed=1)
+    g, init = _graph(gt, Z, sig)
+    before = ate(_stack(init), gt, "none")
+    g.add_pose_anchor(len(gt) - 1, gt[-1], np.full(6, 0.01))
+    after = ate(_stack(g.optimize(init)), gt, "none")
+    assert after < 0.5 * before
+
+
+@pytest.mark.parametrize("kernel", ["huber", "cauchy"])
+def test_robust_kernel_resists_corrupted_anchor(kernel):
+    gt, Z, sig = _chain(noise=1.0, seed=2)
+    n = len(gt)
+    ref_g, init = _graph(gt, Z, sig)
+    ref = _stack(ref_g.optimize(init))
+    bad = gt[n // 2] @ exp_se3(np.r_[0.5, 0, 0, 3.0, -2.0, 1.0])
+    res = {}
+    for robust in (kernel, None):
+        g, init = _graph(gt, Z, sig)
+        g.add_pose_anchor(n // 2, bad, np.full(6, 0.2), robust=robust, k=1.345)
+        res[robust] = _stack(g.optimize(init))
+    scale = np.linalg.norm(ref[:, :3, 3] - ref[0, :3, 3], axis=1).max()
+    assert np.abs(res[kernel][:, :3, 3] - ref[:, :3, 3]).max() < 0.1 * scale
+    assert np.abs(res[None][:, :3, 3] - ref[:, :3, 3]).max() > 0.5
+
+
+def test_gtsam_and_numpy_agree():
+    pytest.importorskip("gtsam")
+    gt, Z, sig = _chain(n=40, noise=2.0, seed=3)
+    g, init = _graph(gt, Z, sig)
+    g.add_pose_anchor(39, gt[39] @ exp_se3(np.full(6, 0.02)), np.full(6, 0.05), robust="huber")
+    g.add_pose_anchor(
+        20, gt[20] @ exp_se3(np.r_[0.3, 0, 0, 2, 0, 0]), np.full(6, 0.05), robust="cauchy"
+    )
+    a = g.optimize(init, "numpy", max_iters=100, tol=1e-15)
+    b = g.optimize(init, "gtsam", max_iters=100)
+    assert max(np.abs(a[k] - b[k]).max() for k in a) < 1e-6
+    assert abs(g.cost(a) - g.cost(b)) < 1e-8 * max(1.0, g.cost(b))
+
+
+def test_twist_order_matches_gtsam():
+    gtsam = pytest.importorskip("gtsam")
+    xi = np.array([0.1, -0.2, 0.3, 1.0, 2.0, -0.5])
+    from iclr26.cognimap3d.se3 import log_se3
+
+    np.testing.assert_allclose(gtsam.Pose3.Expmap(xi).matrix(), exp_se3(xi), atol=1e-12)
+    np.testing.assert_allclose(
+        gtsam.Pose3.Logmap(gtsam.Pose3(exp_se3(xi))), log_se3(exp_se3(xi)), atol=1e-12
+    )
+
+
+def test_sim3_icp_recovers_scale():
+    rng = np.random.default_rng(4)
+    dst = _box_cloud(rng, 20000)
+    T = exp_se3(np.r_[np.radians([3.0, -4.0, 5.0]), 0.03, -0.02, 0.01])
+    s = 1.15
+    src_clean = _box_cloud(np.random.default_rng(5), 3000)
+    src = (src_clean - T[:3, 3]) @ T[:3, :3] / s
+    res = icp(src, dst, max_iter=80, max_corr=0.3, with_scale=True)
+    assert abs(res.scale - s) < 0.01
+    assert res.fitness > 0.95
+
+
+@pytest.mark.parametrize("kind", ["huber", "cauchy"])
+def test_robust_weights_match_gtsam(kind):
+    gtsam = pytest.importorskip("gtsam")
+    from iclr26.cognimap3d.graph import robust_weight
+
+    est = {
+        "huber": gtsam.noiseModel.mEstimator.Huber,
+        "cauchy": gtsam.noiseModel.mEstimator.Cauchy,
+    }[kind].Create(1.345)
+    for e in (0.1, 1.0, 1.345, 2.0, 10.0):
+        assert abs(robust_weight(np.array([e]), kind, 1.345)[0] - est.weight(e)) < 1e-12
