@@ -226,8 +226,8 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     """The spec's §11 experiment at CPU scale (see the module docstring)."""
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    n_train, n_test = (16, 6) if quick else (32, 10)
-    steps, batch = (60, 4) if quick else (200, 4)
+    n_train, n_test = (16, 6) if quick else (24, 8)
+    steps, batch = (60, 4) if quick else (150, 4)
     seeds = [seed] if quick else [seed, seed + 1, seed + 2]
     probe_steps = 150 if quick else 300
     cfg = SnDConfig(
