@@ -83,7 +83,8 @@ class Camera:
         eye = torch.eye(3, dtype=R.dtype, device=R.device)
         if (R.T @ R - eye).abs().max() > 1e-3 or torch.det(R) < 0:
             raise ValueError("c2w[:3,:3] must be a rotation (orthonormal, det +1)")
-        if (self.c2w[3] - torch.tensor([0, 0, 0, 1.0], dtype=self.c2w.dtype)).abs().max() > 0:
+        last = torch.tensor([0, 0, 0, 1.0], dtype=self.c2w.dtype, device=self.c2w.device)
+        if (self.c2w[3] - last).abs().max() > 0:
             raise ValueError("c2w's last row must be [0, 0, 0, 1]")
 
     @property
@@ -199,7 +200,7 @@ def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
     """OpenCV ``c2w`` [4,4] of a camera at ``eye`` looking at ``target`` (world up = +z)."""
     _check_tensor(eye, "eye", (3,))
     _check_tensor(target, "target", (3,))
-    up = torch.tensor([0.0, 0.0, 1.0], dtype=eye.dtype) if up is None else up
+    up = torch.tensor([0.0, 0.0, 1.0], dtype=eye.dtype, device=eye.device) if up is None else up
     fwd = target - eye
     if fwd.norm() < 1e-9:
         raise ValueError("eye and target coincide")
@@ -209,7 +210,7 @@ def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
         raise ValueError("viewing direction is parallel to up")
     right = right / right.norm()
     down = torch.linalg.cross(fwd, right)
-    c2w = torch.eye(4, dtype=eye.dtype)
+    c2w = torch.eye(4, dtype=eye.dtype, device=eye.device)
     c2w[:3, 0], c2w[:3, 1], c2w[:3, 2], c2w[:3, 3] = right, down, fwd, eye
     return c2w
 
