@@ -34,7 +34,7 @@ from iclr26.interp_equiv.models import weight_correlation
 from iclr26.interp_equiv.reprs import intervened_representations, representations
 from iclr26.interp_equiv.similarity import (
     OFFICIAL_ALPHAS,
-    _RidgeSVD,
+    RidgeSVD,
     cka,
     cka_permutation_test,
     train_test_rows,
@@ -371,7 +371,7 @@ def _naive_ridge_grid(X: np.ndarray, Y: np.ndarray, alphas: np.ndarray) -> float
 
 def _svd_ridge_grid(X: np.ndarray, Y: np.ndarray, alphas: np.ndarray) -> float:
     train, test = train_test_rows(X.shape[0], 0.1, 0)
-    model = _RidgeSVD(X[train])
+    model = RidgeSVD(X[train])
     alpha = float(alphas[int(np.argmin(model.loo_errors(Y[train], alphas)))])
     W, b = model.coef(Y[train], alpha)
     pred = model.predict(X[test], W, b)

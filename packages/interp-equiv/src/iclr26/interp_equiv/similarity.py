@@ -31,6 +31,7 @@ from iclr26.shared import check_int, check_range
 
 __all__ = [
     "OFFICIAL_ALPHAS",
+    "RidgeSVD",
     "as_matrix",
     "cka",
     "cka_permutation_test",
@@ -126,7 +127,7 @@ def _r2_columns(Y: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return out
 
 
-class _RidgeSVD:
+class RidgeSVD:
     """Ridge with intercept for all alphas from one thin SVD of the centred training inputs.
 
     Leave-one-out residuals for every alpha come from the same decomposition (the hat matrix is
@@ -184,7 +185,7 @@ def ridge_r2(
     a = _check_alphas(alphas)
     check_int(seed, "seed", low=0)
     train, test = train_test_rows(Xa.shape[0], test_size, seed)
-    model = _RidgeSVD(Xa[train])
+    model = RidgeSVD(Xa[train])
     alpha = float(a[int(np.argmin(model.loo_errors(Ya[train], a)))])
     W, b = model.coef(Ya[train], alpha)
     r2 = float(np.mean(_r2_columns(Ya[test], model.predict(Xa[test], W, b))))
@@ -242,7 +243,7 @@ def predictivity_matrix(
     train, test = train_test_rows(n, test_size, seed)
     S = np.empty((len(mats), len(mats)))
     for i, Xa in enumerate(mats):
-        model = _RidgeSVD(Xa[train])
+        model = RidgeSVD(Xa[train])
         for j, Ya in enumerate(mats):
             alpha = float(a[int(np.argmin(model.loo_errors(Ya[train], a)))])
             W, b = model.coef(Ya[train], alpha)
