@@ -136,7 +136,9 @@ class TransformerPolicy(_Policy):
         return torch.tanh(self.head(h))
 
 
-def make_policy(kind: str, obs_dim: int, hidden: int = 128, *, k: int = 4, max_len: int = 256) -> _Policy:
+def make_policy(
+    kind: str, obs_dim: int, hidden: int = 128, *, k: int = 4, max_len: int = 256
+) -> _Policy:
     """A fresh policy network of ``kind`` (one of :data:`POLICIES`)."""
     if kind not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}; got {kind!r}")
@@ -211,7 +213,9 @@ class BC:
             raise ValueError("demos holds NaN or inf")
         torch.manual_seed(self.seed)
         gen = torch.Generator().manual_seed(self.seed)
-        net = make_policy(self.kind, obs.shape[2], self.hidden, k=self.k, max_len=max(256, obs.shape[1]))
+        net = make_policy(
+            self.kind, obs.shape[2], self.hidden, k=self.k, max_len=max(256, obs.shape[1])
+        )
         net.to(self.device)
         opt = torch.optim.Adam(net.parameters(), lr=self.lr)
         x = torch.as_tensor(obs, device=self.device)

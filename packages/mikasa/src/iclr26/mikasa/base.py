@@ -15,7 +15,12 @@ from iclr26.mikasa.taxonomy import MemoryType
 
 __all__ = ["CATALOGUE", "BaseEntry", "available"]
 
-O, S, Q, C = MemoryType.OBJECT, MemoryType.SPATIAL, MemoryType.SEQUENTIAL, MemoryType.CAPACITY
+OBJ, SPA, SEQ, CAP = (
+    MemoryType.OBJECT,
+    MemoryType.SPATIAL,
+    MemoryType.SEQUENTIAL,
+    MemoryType.CAPACITY,
+)
 
 
 @dataclass(frozen=True)
@@ -29,20 +34,22 @@ class BaseEntry:
 
 
 CATALOGUE: tuple[BaseEntry, ...] = (
-    BaseEntry("T-Maze", (O,), "", ("MikasaLite/TMaze-v0",)),
-    BaseEntry("MemoryLength", (O,), "", ("MikasaLite/MemoryLength-v0",)),
-    BaseEntry("RepeatFirst", (O,), "popgym", ("popgym-RepeatFirstEasy-v0",)),
-    BaseEntry("RepeatPrevious", (Q,), "popgym", ("popgym-RepeatPreviousEasy-v0",)),
-    BaseEntry("Autoencode", (Q,), "popgym", ("popgym-AutoencodeEasy-v0",)),
-    BaseEntry("CountRecall", (O, C), "popgym", ("popgym-CountRecallEasy-v0",)),
-    BaseEntry("PositionOnlyCartPole", (S,), "popgym", ("popgym-PositionOnlyCartPoleEasy-v0",)),
-    BaseEntry("MiniGrid-Memory", (O,), "minigrid", ("MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS13-v0")),
-    BaseEntry("MemoryCards", (O, C), None, ()),
-    BaseEntry("Ballet", (Q, O), None, ()),
-    BaseEntry("MemoryMaze", (S,), None, ()),
-    BaseEntry("MortarMayhem", (C, Q), None, ()),
-    BaseEntry("MysteryPath", (S,), None, ()),
-    BaseEntry("ViZDoom-two-colors", (O,), None, ()),
+    BaseEntry("T-Maze", (OBJ,), "", ("MikasaLite/TMaze-v0",)),
+    BaseEntry("MemoryLength", (OBJ,), "", ("MikasaLite/MemoryLength-v0",)),
+    BaseEntry("RepeatFirst", (OBJ,), "popgym", ("popgym-RepeatFirstEasy-v0",)),
+    BaseEntry("RepeatPrevious", (SEQ,), "popgym", ("popgym-RepeatPreviousEasy-v0",)),
+    BaseEntry("Autoencode", (SEQ,), "popgym", ("popgym-AutoencodeEasy-v0",)),
+    BaseEntry("CountRecall", (OBJ, CAP), "popgym", ("popgym-CountRecallEasy-v0",)),
+    BaseEntry("PositionOnlyCartPole", (SPA,), "popgym", ("popgym-PositionOnlyCartPoleEasy-v0",)),
+    BaseEntry(
+        "MiniGrid-Memory", (OBJ,), "minigrid", ("MiniGrid-MemoryS7-v0", "MiniGrid-MemoryS13-v0")
+    ),
+    BaseEntry("MemoryCards", (OBJ, CAP), None, ()),
+    BaseEntry("Ballet", (SEQ, OBJ), None, ()),
+    BaseEntry("MemoryMaze", (SPA,), None, ()),
+    BaseEntry("MortarMayhem", (CAP, SEQ), None, ()),
+    BaseEntry("MysteryPath", (SPA,), None, ()),
+    BaseEntry("ViZDoom-two-colors", (OBJ,), None, ()),
 )
 
 

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import gymnasium as gym
 import numpy as np
 
@@ -32,7 +34,7 @@ def _check_positive(value: int, name: str, low: int = 1) -> int:
 class TMaze(gym.Env):
     """Passive T-maze; see the module docstring. Chance success of a cue-blind agent: 1/2."""
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, corridor_length: int = 10, episode_length: int | None = None) -> None:
         self.corridor_length = _check_positive(corridor_length, "corridor_length")
@@ -86,7 +88,7 @@ class TMaze(gym.Env):
 class MemoryLength(gym.Env):
     """bsuite memory chain; see the module docstring. Chance success: 1/2."""
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(self, memory_length: int = 10, num_bits: int = 1) -> None:
         self.memory_length = _check_positive(memory_length, "memory_length")

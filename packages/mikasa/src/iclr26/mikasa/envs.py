@@ -50,7 +50,9 @@ def _register() -> None:
                 kwargs={"task_spec": spec},
             )
     for env_id, entry in zip(
-        CLASSIC_IDS, ("iclr26.mikasa.classic:TMaze", "iclr26.mikasa.classic:MemoryLength"), strict=True
+        CLASSIC_IDS,
+        ("iclr26.mikasa.classic:TMaze", "iclr26.mikasa.classic:MemoryLength"),
+        strict=True,
     ):
         if env_id not in gym.registry:
             gym.register(env_id, entry_point=entry)
@@ -134,7 +136,9 @@ def make_vec(
     """
     env_id = _check_id(env_id)
     if env_id in CLASSIC_IDS:
-        raise ValueError(f"make_vec supports the tabletop tasks; use gymnasium.make_vec for {env_id}")
+        raise ValueError(
+            f"make_vec supports the tabletop tasks; use gymnasium.make_vec for {env_id}"
+        )
     if autoreset_mode not in AUTORESET_MODES:
         raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}; got {autoreset_mode!r}")
     spec = get_spec(env_id)

@@ -16,7 +16,7 @@ one in ``info["final_obs"]`` (``info["final_info"]`` for its info; masks ``_fina
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -45,7 +45,9 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
 def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
     """A finite float array of ``shape`` inside [-1, 1]; refuses anything else (never clips)."""
     a = np.asarray(action)
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+    if a.dtype == object or not (
+        np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
+    ):
         raise TypeError(f"{name} must be a numeric array, got dtype {a.dtype}")
     if a.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
@@ -108,7 +110,7 @@ class KinematicVectorEnv(VectorEnv):
         terminate_on_success: end an episode at success (default False: episodes run to T).
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata: ClassVar[dict] = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(
         self,
@@ -132,7 +134,9 @@ class KinematicVectorEnv(VectorEnv):
                 f"choose one of {OBS_MODES}"
             )
         if autoreset_mode not in AUTORESET_MODES:
-            raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}; got {autoreset_mode!r}")
+            raise ValueError(
+                f"autoreset_mode must be one of {AUTORESET_MODES}; got {autoreset_mode!r}"
+            )
         if not control_dt > 0:
             raise ValueError(f"control_dt must be > 0, got {control_dt}")
         self.spec_task = spec
@@ -143,7 +147,10 @@ class KinematicVectorEnv(VectorEnv):
         self.autoreset_mode = autoreset_mode
         self.metadata = {
             "render_modes": [],
-            "autoreset_mode": {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP}[autoreset_mode],
+            "autoreset_mode": {
+                "next_step": AutoresetMode.NEXT_STEP,
+                "same_step": AutoresetMode.SAME_STEP,
+            }[autoreset_mode],
         }
         self.single_observation_space = _obs_space(self.batch.layout.dim)
         self.single_action_space = _action_space()
@@ -247,7 +254,7 @@ class KinematicEnv(gym.Env):
     action space raise ``ValueError``.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict] = {"render_modes": []}
 
     def __init__(
         self,

@@ -75,7 +75,9 @@ def leak_probe(
         policy.reset(n_episodes)
     # the first target is shown during the first 5 steps (all tasks, Seq/Chain included)
     lo, hi = (0, CUE_STEPS) if phase == "cue" else (spec.cue_end, spec.T)
-    steps = np.sort(rng.choice(np.arange(lo, hi), size=min(steps_per_episode, hi - lo), replace=False))
+    steps = np.sort(
+        rng.choice(np.arange(lo, hi), size=min(steps_per_episode, hi - lo), replace=False)
+    )
     taken = []
     for t in range(hi):
         if t in steps:
@@ -88,7 +90,7 @@ def leak_probe(
             a = policy.act(obs)
         obs, *_ = env.step(a)
     x = np.stack(taken, 1)  # (E, steps, dim)
-    n_test = max(1, int(round(test_fraction * n_episodes)))
+    n_test = max(1, round(test_fraction * n_episodes))
     order = rng.permutation(n_episodes)
     test, train = order[:n_test], order[n_test:]
     xs = lambda idx: x[idx].reshape(-1, x.shape[-1])  # noqa: E731
@@ -102,6 +104,6 @@ def leak_probe(
         "accuracy": acc,
         "chance": 1.0 / spec.n_candidates,
         "majority": majority,
-        "n_train": int(len(train)),
+        "n_train": len(train),
         "n_test": int(n_test),
     }

@@ -124,7 +124,9 @@ class _Oracle:
             goal = cand[np.arange(n), np.maximum(slot, 0)]
             target[:, :2] = np.where(finished[:, None], tcp[:, :2], goal[:, :2])
             far = np.linalg.norm(goal[:, :2] - tcp[:, :2], axis=-1) > 0.02
-            target[:, 2] = np.where(finished, self.z_safe, np.where(far | done_one, self.z_safe, self.z_touch))
+            target[:, 2] = np.where(
+                finished, self.z_safe, np.where(far | done_one, self.z_safe, self.z_touch)
+            )
         action = np.clip((target - tcp) / MAX_DELTA, -1.0, 1.0)
         return np.where(ok[:, None], action, 0.0)
 
@@ -255,13 +257,15 @@ def _rollout_kinematic(
 ) -> dict[str, np.ndarray]:
     from iclr26.mikasa.kinematic import KinematicVectorEnv
 
-    env = KinematicVectorEnv(spec, n_episodes, obs_mode=obs_mode, reward_mode="normalized_dense", **kw)
+    env = KinematicVectorEnv(
+        spec, n_episodes, obs_mode=obs_mode, reward_mode="normalized_dense", **kw
+    )
     obs, _ = env.reset(seed=seed)
     policy.reset(n_episodes)
     T = spec.T
     out: dict[str, list] = {k: [] for k in DEMO_FIELDS}
     success = np.zeros(n_episodes, bool)
-    for t in range(T):
+    for _t in range(T):
         a = policy.act(obs)
         nxt, r, term, trunc, info = env.step(a)
         if record:
@@ -273,7 +277,10 @@ def _rollout_kinematic(
             out["done"].append(term | trunc)
         success = info["success"]
         obs = nxt
-    res = {"success_at_end": success.astype(float), "success_once": info["success_once"].astype(float)}
+    res = {
+        "success_at_end": success.astype(float),
+        "success_once": info["success_once"].astype(float),
+    }
     if record:
         res.update({k: np.stack(v, 1) for k, v in out.items()})
     return res

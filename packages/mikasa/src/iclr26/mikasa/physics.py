@@ -14,7 +14,7 @@ official tasks teleport hidden objects away in the same way. The task rules are 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import mujoco
@@ -90,7 +90,7 @@ def build_model(spec: TaskSpec) -> tuple[mujoco.MjModel, dict[int, list[int]]]:
     for shape_idx, count in pools.items():
         name = SHAPES[shape_idx]
         ids[shape_idx] = []
-        for j in range(count):
+        for _j in range(count):
             if spec.family == "shell_touch" and name == "cylinder":
                 geom = f'type="cylinder" size="{CUP_RADIUS} {CUP_HALF_HEIGHT}"'
             else:
@@ -154,7 +154,7 @@ class MujocoEnv(gym.Env):
         hold_until_act, terminate_on_success: as :class:`iclr26.mikasa.kinematic.KinematicVectorEnv`.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 25}
 
     def __init__(
         self,
@@ -220,7 +220,7 @@ class MujocoEnv(gym.Env):
         pos = self.data.mocap_pos
         for k in range(len(pos)):
             pos[k] = (0.5 + 0.1 * k, 0.0, HIDDEN_Z)
-        used = {s: 0 for s in self._pools}
+        used = dict.fromkeys(self._pools, 0)
         for obj in lay.frames[frame]:
             if obj < 0:
                 continue
@@ -251,8 +251,10 @@ class MujocoEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         check_seed(seed)
         super().reset(seed=seed)
-        rng = np.random.default_rng(seed) if seed is not None else np.random.default_rng(
-            self.np_random.integers(2**63)
+        rng = (
+            np.random.default_rng(seed)
+            if seed is not None
+            else np.random.default_rng(self.np_random.integers(2**63))
         )
         self._layout = sample_layout(self.spec_task, rng)
         self.batch.set_layout(0, self._layout)

@@ -35,7 +35,9 @@ def episode_strip(env_id: str, policy: Any, *, seed: int = 0, steps: list[int] |
         obs, _, _, _, info = env.step(policy.act(obs[None])[0])
         frames.append((obs, info))
     if steps is None:
-        steps = sorted({0, spec.cue_end - 1, spec.act_start, (spec.act_start + spec.T) // 2, spec.T})
+        steps = sorted(
+            {0, spec.cue_end - 1, spec.act_start, (spec.act_start + spec.T) // 2, spec.T}
+        )
     fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
     path = np.array([f[0][:3] for f in frames])
     for ax, t in zip(np.atleast_1d(axes), steps, strict=True):

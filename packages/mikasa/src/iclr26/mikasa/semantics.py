@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iclr26.mikasa.data import COLORS, SHAPES
+from iclr26.mikasa.data import COLORS
 from iclr26.mikasa.tasks import N_FEATURES, Layout, TaskSpec
 
 __all__ = ["OBS_MODES", "PHASES", "REWARD_MODES", "ObsLayout", "TaskBatch", "obs_layout"]
@@ -172,7 +172,9 @@ class TaskBatch:
         self.success_once[i] = False
 
     # --- per step ---------------------------------------------------------------------------
-    def observe(self, tcp: np.ndarray, vel: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def observe(
+        self, tcp: np.ndarray, vel: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """(num_envs, dim) float32 observations for TCP positions/velocities (num_envs, 3)."""
         lay = self.layout
         n = self.num_envs
@@ -242,7 +244,9 @@ class TaskBatch:
                 d_next = np.where(np.isfinite(d_next), d_next, 0.0)
             reach = 1.0 - np.tanh(5.0 * d_next)
             progress = (n_good + reach) / (spec.n_targets + 1)
-            dense = np.where(success, spec.dense_max, np.where(wrong, 0.0, 0.9 * spec.dense_max * progress))
+            dense = np.where(
+                success, spec.dense_max, np.where(wrong, 0.0, 0.9 * spec.dense_max * progress)
+            )
             components = {"reach": reach, "progress": progress}
         dense = np.where(active, dense, 0.0)
         self.success_once |= success

@@ -141,7 +141,7 @@ class TaskSpec:
         """Visibility frame shown at step ``t`` (0-based count of steps taken)."""
         t = np.asarray(t)
         cue = np.minimum(t // CUE_STEPS, self.cue_items - 1)
-        delay = self.cue_items if self.delay_steps > 0 else self.cue_items
+        delay = self.cue_items  # the empty frame (unused when there is no delay)
         act = self.n_frames - 1
         return np.where(t < self.cue_end, cue, np.where(t < self.act_start, delay, act))
 
@@ -213,9 +213,7 @@ def sample_layout(spec: TaskSpec, rng: np.random.Generator) -> Layout:
         props = None
     elif spec.family == "remember":
         if spec.attribute == "shape_color":
-            combos = np.array(
-                [(s, c) for s in range(spec.n_shapes) for c in range(spec.n_colors)]
-            )
+            combos = np.array([(s, c) for s in range(spec.n_shapes) for c in range(spec.n_colors)])
             props = combos[rng.permutation(len(combos))]
             target = int(rng.integers(k))
             oracle_value = int(props[target, 0] * spec.n_colors + props[target, 1])
@@ -285,11 +283,12 @@ def _specs() -> dict[str, TaskSpec]:
             for k in (3, 5, 9)
         ),
         *(
+            # upstream's "AxB" is A colours × B shapes (3x2 = 2 shapes × 3 colours)
             TaskSpec(
-                f"RememberShapeAndColor{s}x{c}", "remember", (obj,), T=60, n_candidates=s * c,
+                f"RememberShapeAndColor{c}x{s}", "remember", (obj,), T=60, n_candidates=s * c,
                 attribute="shape_color", n_shapes=s, n_colors=c,
             )
-            for s, c in ((3, 2), (3, 3), (5, 3))
+            for c, s in ((3, 2), (3, 3), (5, 3))
         ),
     ]  # fmt: skip
     for family, name, types in (

@@ -81,9 +81,7 @@ def list_tasks(memory_type: MemoryType | str | None = None) -> list[str]:
             memory_type = MemoryType(memory_type.lower())
         except ValueError:
             options = ", ".join(m.value for m in MemoryType)
-            raise ValueError(
-                f"memory_type must be one of {options}; got {memory_type!r}"
-            ) from None
+            raise ValueError(f"memory_type must be one of {options}; got {memory_type!r}") from None
     if not isinstance(memory_type, MemoryType):
         raise TypeError(f"memory_type must be a MemoryType or str, got {type(memory_type)}")
     return [k for k, s in TASKS.items() if memory_type in s.memory_types]
