@@ -38,17 +38,19 @@ def test_shellgame_success_needs_right_cup_static_and_act_phase():
     )  # resting on top of the cup: 0.06 < 0.08
     assert _step_at(b, 5, above)[1][0]
     assert not _step_at(b, 3, above)[1][0]  # before the act phase: gated
-    assert not _step_at(b, 6, [*_touch_point(b, wrong), 0, 0, 0.055])[1][0]
+    assert not _step_at(b, 6, _touch_point(b, wrong) + np.array([0, 0, 0.055]))[1][0]
     assert not _step_at(b, 6, above, speed=0.06)[1][0]  # moving faster than 0.05 m/s
     assert _step_at(b, 6, above, speed=0.049)[1][0]
-    assert not _step_at(b, 6, [*_touch_point(b, target), 0, 0, 0.085])[1][0]  # 0.085 > 0.08
+    assert not _step_at(b, 6, _touch_point(b, target) + np.array([0, 0, 0.085]))[1][
+        0
+    ]  # 0.085 > 0.08
 
 
 @pytest.mark.parametrize("mode", ["sparse", "dense", "normalized_dense"])
 def test_reward_modes(mode):
     spec, b, lay = _batch("RememberColor3-v0", mode)
     tgt = _touch_point(b, lay.targets[0])
-    r_far, s_far, _ = _step_at(b, 20, [*tgt, 0.2, 0, 0.1])
+    r_far, s_far, _ = _step_at(b, 20, tgt + np.array([0.2, 0, 0.1]))
     r_hit, s_hit, _ = _step_at(b, 20, tgt)
     r_pre, _, _ = _step_at(b, 5, tgt)
     assert not s_far[0]
@@ -105,9 +107,9 @@ def test_touching_an_extra_cube_fails(name):
 def test_capacity_touch_radius_is_two_centimetres():
     _spec, b, lay = _batch("BunchOfColors3-v0")
     tp = b.touch_points[0, lay.targets[0]]
-    _step_at(b, 15, [*tp, 0.021, 0, 0])
+    _step_at(b, 15, tp + np.array([0.021, 0, 0]))
     assert b.rank[0, lay.targets[0]] == -1
-    _step_at(b, 16, [*tp, 0.019, 0, 0])
+    _step_at(b, 16, tp + np.array([0.019, 0, 0]))
     assert b.rank[0, lay.targets[0]] == 0
 
 

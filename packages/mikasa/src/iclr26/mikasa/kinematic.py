@@ -44,7 +44,11 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
 
 def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> np.ndarray:
     """A finite float array of ``shape`` inside [-1, 1]; refuses anything else (never clips)."""
-    a = np.asarray(action)
+    a = action if type(action) is np.ndarray else np.asarray(action)
+    if a.dtype.kind == "f" and a.shape == shape:
+        lo, hi = a.min(), a.max()
+        if lo >= -1.0 and hi <= 1.0:  # fast path (NaN fails both comparisons)
+            return a.astype(np.float64, copy=False)
     if a.dtype == object or not (
         np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
     ):
@@ -58,7 +62,7 @@ def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> n
         raise ValueError(
             f"{name} is outside the action space [-1, 1]: max |a| = {np.abs(a).max():.3g}"
         )
-    return np.clip(a, -1.0, 1.0)
+    return np.minimum(np.maximum(a, -1.0), 1.0)
 
 
 OBS_BOUND = 2.0  # positions lie in ±0.35 m; velocities are clipped to ±2 m/s in observations
@@ -90,7 +94,7 @@ class _Kinematics:
         delta = self.max_delta * action
         if self.hold_until_act:
             delta = np.where((t < act_start)[:, None], 0.0, delta)
-        new = np.clip(self.tcp + delta, WORKSPACE_LOW, WORKSPACE_HIGH)
+        new = np.minimum(np.maximum(self.tcp + delta, WORKSPACE_LOW), WORKSPACE_HIGH)
         self.vel = (new - self.tcp) / self.control_dt
         self.tcp = new
 

@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 from iclr26.mikasa.data import COLORS, SHAPES
-from iclr26.mikasa.kinematic import MAX_DELTA, _obs_space, _single, check_action, check_seed
+from iclr26.mikasa.kinematic import MAX_DELTA, _obs_space, check_action, check_seed
 from iclr26.mikasa.semantics import TaskBatch
 from iclr26.mikasa.tasks import (
     BALL_RADIUS,
@@ -200,6 +200,18 @@ class MujocoEnv(gym.Env):
         self._frame = -1
         self._done = True
         self._success = np.zeros(1, bool)
+        self._phases = [spec.phase(t) for t in range(spec.T + 1)]
+        n_mocap = self.model.nmocap
+        self._hidden_pos = np.stack(
+            [0.5 + 0.1 * np.arange(n_mocap), np.zeros(n_mocap), np.full(n_mocap, HIDDEN_Z)], -1
+        )
+        self._body_geoms = []
+        for k in range(n_mocap):
+            bid = self.model.body(f"obj{k}").id
+            adr = int(self.model.body_geomadr[bid])
+            self._body_geoms.append((adr, adr + int(self.model.body_geomnum[bid])))
+        self._act_start = spec.act_start
+        self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
 
     def _make_renderer(self, size: int):
         try:
@@ -218,8 +230,7 @@ class MujocoEnv(gym.Env):
         self._frame = frame
         lay = self._layout
         pos = self.data.mocap_pos
-        for k in range(len(pos)):
-            pos[k] = (0.5 + 0.1 * k, 0.0, HIDDEN_Z)
+        pos[:] = self._hidden_pos
         used = dict.fromkeys(self._pools, 0)
         for obj in lay.frames[frame]:
             if obj < 0:
@@ -228,13 +239,14 @@ class MujocoEnv(gym.Env):
             body = self._pools[int(shape)][used[int(shape)]]
             used[int(shape)] += 1
             pos[body] = (x, y, z)
-            rgba = (*(COLORS[int(colour)] if colour >= 0 else GREY), 1.0)
-            gid = self.model.body_geomadr[self.model.body(f"obj{body}").id]
-            for g in range(gid, gid + self.model.body_geomnum[self.model.body(f"obj{body}").id]):
-                self.model.geom_rgba[g] = rgba
+            start, stop = self._body_geoms[body]
+            self.model.geom_rgba[start:stop] = (
+                *(COLORS[int(colour)] if colour >= 0 else GREY),
+                1.0,
+            )
 
     def _tcp(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.data.qpos[:3].copy()[None], self.data.qvel[:3].copy()[None]
+        return self.data.qpos[None, :3].copy(), self.data.qvel[None, :3].copy()
 
     def _obs(self):
         tcp, vel = self._tcp()
@@ -268,31 +280,31 @@ class MujocoEnv(gym.Env):
 
     def _info(self) -> dict[str, Any]:
         b = self.batch
-        return _single(
-            {
-                "success": self._success.copy(),
-                "success_once": b.success_once.copy(),
-                "elapsed_steps": b.t.copy(),
-                "phase": b.phase_names(),
-                "oracle_info": b.oracle_info.copy(),
-            }
-        )
+        t = int(b.t[0])
+        return {
+            "success": bool(self._success[0]),
+            "success_once": bool(b.success_once[0]),
+            "elapsed_steps": t,
+            "phase": self._phases[t],
+            "oracle_info": b.oracle_info[0].copy(),
+        }
 
     def step(self, action):
         if self._done:
             raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
         a = check_action(action, (3,))
-        spec = self.spec_task
-        if not (self.hold_until_act and self.batch.t[0] < spec.act_start):
-            target = np.clip(self.data.qpos[:3] + MAX_DELTA * a, WORKSPACE_LOW, WORKSPACE_HIGH)
+        b = self.batch
+        if not (self.hold_until_act and b.t[0] < self._act_start):
+            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
             self.data.ctrl[:3] = target
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
         tcp, vel = self._tcp()
-        reward, success, _ = self.batch.advance(tcp, vel)
+        reward, success, _ = b.advance(tcp, vel)
         self._success = success
-        self._show_frame(int(self.batch.frame_of_t[self.batch.t[0]]))
+        t = int(b.t[0])
+        self._show_frame(int(b.frame_of_t[t]))
         terminated = bool(success[0]) and self.terminate_on_success
-        truncated = bool(self.batch.t[0] >= spec.T) and not terminated
+        truncated = t >= self.spec_task.T and not terminated
         self._done = terminated or truncated
         return self._obs(), float(reward[0]), terminated, truncated, self._info()
 

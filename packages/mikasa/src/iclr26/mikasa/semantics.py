@@ -90,14 +90,14 @@ def obs_layout(spec: TaskSpec, obs_mode: str) -> ObsLayout:
 def object_features(objects: np.ndarray) -> np.ndarray:
     """(M, N_FEATURES) features of layout objects, visible bit set to 1."""
     m = len(objects)
-    feats = np.zeros((m, N_FEATURES), np.float32)
+    feats = np.zeros((m, N_FEATURES + 1), np.float32)  # last column absorbs "no colour"
     feats[:, 0] = 1.0
     feats[:, 1:4] = objects[:, :3]
     colour = objects[:, 3].astype(int)
-    has = colour >= 0
-    feats[np.flatnonzero(has), 4 + colour[has]] = 1.0
-    feats[np.arange(m), 4 + len(COLORS) + objects[:, 4].astype(int)] = 1.0
-    return feats
+    rows = np.arange(m)
+    feats[rows, np.where(colour >= 0, 4 + colour, N_FEATURES)] = 1.0
+    feats[rows, 4 + len(COLORS) + objects[:, 4].astype(int)] = 1.0
+    return feats[:, :N_FEATURES]
 
 
 class TaskBatch:
@@ -144,28 +144,34 @@ class TaskBatch:
         self.success_once = np.zeros(n, bool)
         self._ar = np.arange(n)
         self._is_target = np.zeros((n, k), bool)
+        self._frame_rows = np.arange(spec.n_frames)[:, None]
+        self._n_cue = spec.n_cue_objects
+        self._touch_offset = np.array([0.0, 0.0, spec.touch_offset])
+        self._onehot_base = np.arange(spec.n_targets) * spec.n_values
+        self._target_point = np.zeros((n, 3))
+        self._act_start = spec.act_start
+        self._T = spec.T
 
     # --- episode setup ---------------------------------------------------------------------
     def set_layout(self, i: int, layout: Layout) -> None:
         """Start a new episode in environment ``i`` with ``layout``."""
-        spec = self.spec
         feats = object_features(layout.objects)
+        m = len(feats)
+        pad = np.zeros((m + 1, N_FEATURES), np.float32)
+        pad[:m] = feats
         self.obj_feats[i] = feats
-        self.slot_feats[i] = 0.0
-        self.obj_visible[i] = 0.0
-        for f, row in enumerate(layout.frames):
-            shown = row >= 0
-            self.slot_feats[i, f, shown] = feats[row[shown]]
-            self.obj_visible[i, f, row[shown]] = 1.0
-        cand = layout.objects[spec.n_cue_objects :, :3]
-        self.touch_points[i] = cand + np.array([0.0, 0.0, spec.touch_offset])
+        self.slot_feats[i] = pad[layout.frames]  # slot -1 picks the zero row
+        vis = np.zeros((len(layout.frames), m + 1), np.float32)
+        vis[self._frame_rows, layout.frames] = 1.0
+        self.obj_visible[i] = vis[:, :m]
+        self.touch_points[i] = layout.objects[self._n_cue :, :3] + self._touch_offset
+        self._target_point[i] = self.touch_points[i, layout.targets[0]]
         self.targets[i] = layout.targets
         self._is_target[i] = False
         self._is_target[i, layout.targets] = True
         self.oracle_info[i] = layout.oracle_info
-        onehot = np.zeros((spec.n_targets, spec.n_values), np.float32)
-        onehot[np.arange(spec.n_targets), layout.oracle_info] = 1.0
-        self.oracle_onehot[i] = onehot.ravel()
+        self.oracle_onehot[i] = 0.0
+        self.oracle_onehot[i, self._onehot_base + layout.oracle_info] = 1.0
         self.t[i] = 0
         self.rank[i] = -1
         self.n_touched[i] = 0
@@ -182,8 +188,8 @@ class TaskBatch:
             out = np.empty((n, lay.dim), np.float32)
         t = self.t
         out[:, 0:3] = tcp
-        out[:, 3:6] = np.clip(vel, -2.0, 2.0)
-        out[:, 6] = t / self.spec.T
+        out[:, 3:6] = np.minimum(np.maximum(vel, -2.0), 2.0)
+        out[:, 6] = t / self._T
         out[:, 7:10] = self._phase_eye[self.phase_of_t[t]]
         frame = self.frame_of_t[t]
         if self.obs_mode == "memory":
@@ -204,14 +210,13 @@ class TaskBatch:
         """
         spec = self.spec
         self.t += 1
-        active = self.t >= spec.act_start
-        speed = np.sqrt((vel * vel).sum(-1))
+        active = self.t >= self._act_start
+        speed = np.sqrt(np.einsum("ij,ij->i", vel, vel))
         static = speed <= self.static_speed
-        diff = tcp[:, None, :] - self.touch_points
-        dist = np.sqrt((diff * diff).sum(-1))  # (N, K)
         thr = spec.touch_threshold
         if spec.n_targets == 1:
-            d_target = dist[self._ar, self.targets[:, 0]]
+            diff = tcp - self._target_point
+            d_target = np.sqrt(np.einsum("ij,ij->i", diff, diff))
             near = d_target < thr
             success = active & static & near
             reach = 1.0 - np.tanh(5.0 * d_target)
@@ -219,6 +224,8 @@ class TaskBatch:
             dense = np.where(success, spec.dense_max, reach + static_term)
             components = {"reach": reach, "static": static_term}
         else:
+            diff = tcp[:, None, :] - self.touch_points
+            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))  # (N, K)
             new = (active & static)[:, None] & (dist < thr) & (self.rank < 0)
             if new.any():
                 # several cubes cannot be within 0.02 of the TCP at once (they are >= 0.08 apart)

@@ -16,6 +16,7 @@ Scene geometry (metres, table top at z = 0, region |x|, |y| <= 0.3):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -178,6 +179,7 @@ class Layout:
     oracle_info: np.ndarray
 
 
+@functools.cache
 def _grid(nx: int, ny: int, spacing: float) -> np.ndarray:
     xs = (np.arange(nx) - (nx - 1) / 2) * spacing
     ys = (np.arange(ny) - (ny - 1) / 2) * spacing
