@@ -15,8 +15,9 @@ torch.set_num_threads(1)
 @pytest.mark.parametrize("kind", POLICIES)
 def test_policies_are_causal_and_step_like_they_train(kind):
     torch.manual_seed(0)
-    net = make_policy(kind, 6, 16, k=3).eval()
-    seq = torch.randn(2, 9, 6)
+    dim = 10 + 2 * 22 if kind == "slot_gru" else 6  # slot_gru reads header + object slots
+    net = make_policy(kind, dim, 16, k=3).eval()
+    seq = torch.randn(2, 9, dim)
     full = net(seq)
     changed = seq.clone()
     changed[:, 5:] += 1.0

@@ -47,6 +47,7 @@ CASES = [
     (lambda: mk.BC("mlp").act(np.zeros((1, 4))), RuntimeError, "fit"),
     (lambda: mk.make_policy("gru", 0), ValueError, "obs_dim"),
     (lambda: mk.make_policy("framestack", 4, k=0), ValueError, "k"),
+    (lambda: mk.make_policy("slot_gru", 40), ValueError, "memory-mode"),
     (lambda: mk.TMaze(corridor_length=0), ValueError, "corridor_length"),
     (lambda: mk.TMaze(corridor_length=5, episode_length=3), ValueError, "episode_length"),
     (lambda: mk.MemoryLength(num_bits=1.5), TypeError, "num_bits"),

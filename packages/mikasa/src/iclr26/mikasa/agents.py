@@ -6,7 +6,10 @@ forward pass trains it on whole episodes, and steps online through ``reset(n)`` 
 * ``mlp``: the current observation only (memoryless);
 * ``framestack``: an MLP on the last ``k`` observations (a short window, :class:`FrameStack`);
 * ``gru`` / ``lstm``: one recurrent layer (the official PPO-LSTM baseline's recurrent core);
-* ``transformer``: a 2-layer causal transformer over the whole episode (context T).
+* ``transformer``: a 2-layer causal transformer over the whole episode (context T);
+* ``slot_gru``: an object-centric GRU for ``memory`` observations — a shared encoder per object
+  slot, a GRU over the pooled slots, and an attention pointer from the GRU state to the visible
+  slots whose pointed position (relative to the gripper) feeds the action head.
 
 :class:`BC` fits one of them to oracle demonstrations (:func:`iclr26.mikasa.collect_demos`) by
 mean-squared error on the actions, and is itself a policy for :func:`iclr26.mikasa.evaluate`.
@@ -30,7 +33,7 @@ from iclr26.shared import progress as progress_bar
 __all__ = ["BC", "POLICIES", "FrameStack", "make_policy"]
 
 log = logging.getLogger(__name__)
-POLICIES = ("mlp", "framestack", "gru", "lstm", "transformer")
+POLICIES = ("mlp", "framestack", "gru", "lstm", "transformer", "slot_gru")
 
 
 def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
@@ -136,6 +139,66 @@ class TransformerPolicy(_Policy):
         return torch.tanh(self.head(h))
 
 
+class SlotGRUPolicy(_Policy):
+    """Object-centric recurrent policy for ``memory`` observations (header + object slots).
+
+    Slots are encoded by one shared MLP; the GRU reads the header and the mean slot embedding;
+    a query from the GRU state attends over the visible slots (dot product with their keys), and
+    the attended slot position minus the gripper position enters the action head with the state.
+    """
+
+    def __init__(self, obs_dim: int, hidden: int = 128) -> None:
+        super().__init__()
+        from iclr26.mikasa.semantics import HEADER
+        from iclr26.mikasa.tasks import N_FEATURES
+
+        if (obs_dim - HEADER) % N_FEATURES or obs_dim <= HEADER:
+            raise ValueError(
+                f"slot_gru needs memory-mode observations ({HEADER} + k × {N_FEATURES} values), "
+                f"got obs_dim={obs_dim}"
+            )
+        self.header, self.nf = HEADER, N_FEATURES
+        self.n_slots = (obs_dim - HEADER) // N_FEATURES
+        self.slot = nn.Sequential(
+            nn.Linear(N_FEATURES, hidden), nn.ReLU(), nn.Linear(hidden, hidden)
+        )
+        self.inp = nn.Sequential(nn.Linear(HEADER + hidden, hidden), nn.ReLU())
+        self.rnn = nn.GRU(hidden, hidden, batch_first=True)
+        self.query = nn.Linear(hidden, hidden)
+        self.head = nn.Sequential(
+            nn.Linear(hidden + 3 + 3, hidden), nn.ReLU(), nn.Linear(hidden, 3)
+        )
+
+    def _parts(self, seq: torch.Tensor):
+        b, t, _ = seq.shape
+        head = seq[..., : self.header]
+        slots = seq[..., self.header :].reshape(b, t, self.n_slots, self.nf)
+        emb = self.slot(slots)  # (B, T, S, H)
+        vis = slots[..., 0] > 0.5
+        pooled = (emb * vis[..., None]).sum(2) / vis.sum(2, keepdim=True).clamp(min=1)
+        return head, slots, emb, vis, pooled
+
+    def _act(self, h, head, slots, emb, vis):
+        scores = (self.query(h)[..., None, :] * emb).sum(-1) / emb.shape[-1] ** 0.5
+        scores = scores.masked_fill(~vis, -1e9)
+        attn = torch.softmax(scores, -1) * vis.any(-1, keepdim=True)
+        pointed = (attn[..., None] * slots[..., 1:4]).sum(-2)
+        rel = pointed - head[..., 0:3]
+        return torch.tanh(self.head(torch.cat([h, rel, head[..., 3:6]], -1)))
+
+    def forward(self, seq: torch.Tensor, state=None) -> torch.Tensor:
+        head, slots, emb, vis, pooled = self._parts(seq)
+        h, state = self.rnn(self.inp(torch.cat([head, pooled], -1)), state)
+        self._state = state
+        return self._act(h, head, slots, emb, vis)
+
+    def begin(self, n: int) -> None:
+        self._state = None
+
+    def step(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.forward(obs[:, None], self._state)[:, 0]
+
+
 def make_policy(
     kind: str, obs_dim: int, hidden: int = 128, *, k: int = 4, max_len: int = 256
 ) -> _Policy:
@@ -150,6 +213,8 @@ def make_policy(
         return FrameStack(obs_dim, hidden, k)
     if kind in ("gru", "lstm"):
         return RecurrentPolicy(obs_dim, hidden, kind)
+    if kind == "slot_gru":
+        return SlotGRUPolicy(obs_dim, hidden)
     return TransformerPolicy(obs_dim, min(hidden, 64), max_len=max_len)
 
 
@@ -157,7 +222,7 @@ class BC:
     """Behaviour cloning of oracle demonstrations with one of :data:`POLICIES`.
 
     Args:
-        policy: ``mlp``, ``framestack``, ``gru``, ``lstm`` or ``transformer``.
+        policy: ``mlp``, ``framestack``, ``gru``, ``lstm``, ``transformer`` or ``slot_gru``.
         hidden: width (the transformer uses at most 64).
         k: frame-stack window.
         epochs: passes over the demonstrations.
