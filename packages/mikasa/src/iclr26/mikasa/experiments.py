@@ -186,7 +186,7 @@ def _mujoco(report: Report, tasks: list[str], n: int, seed: int) -> None:
 
 def _e1_figure(results: dict) -> Any:
     tasks = sorted({t for t, _ in results})
-    policies = [p for p in ("mlp", "framestack", "gru", "lstm", "transformer")
+    policies = [p for p in ("mlp", "framestack", "gru", "lstm", "transformer", "slot_gru")
                 if any((t, p) in results for t in tasks)]  # fmt: skip
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), squeeze=False)
     for ax, t in zip(axes[0], tasks, strict=True):
@@ -196,7 +196,10 @@ def _e1_figure(results: dict) -> Any:
             policies,
             means,
             yerr=stds,
-            color=["#bbb", "#999", "#3a7", "#3a7", "#37a"][: len(policies)],
+            color=[
+                {"mlp": "#bbb", "framestack": "#999", "transformer": "#37a"}.get(p, "#3a7")
+                for p in policies
+            ],
         )
         ax.axhline(get_spec(t).chance_success, color="r", ls="--", lw=1, label="chance")
         ax.set_ylim(0, 1.05)
@@ -236,7 +239,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         n_demos, epochs, n_eval = 300, 30, 100
     else:
         e1_tasks = ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
-        policies = ["mlp", "framestack", "gru", "lstm", "transformer"]
+        policies = ["mlp", "framestack", "gru", "lstm", "transformer", "slot_gru"]
         seeds, n_demos, epochs, n_eval = [seed, seed + 1], 300, 30, 200
     results, keep = _bc(report, e1_tasks, policies, seeds, n_demos, epochs, n_eval, progress)
     _e1_checks(report, results)
