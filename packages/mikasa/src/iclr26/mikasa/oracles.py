@@ -370,7 +370,10 @@ def collect_demos(
         spec = spec.with_delay(delta_time)
     policy = make_oracle(oracle, spec, seed=seed)
     if policy.obs_mode != obs_mode:
-        policy = _ModeAdapter(policy, spec, obs_mode)
+        raise ValueError(
+            f"the {type(policy).__name__} acts on {policy.obs_mode} observations; collect with "
+            f"obs_mode={policy.obs_mode!r}"
+        )
     res = _rollout_kinematic(spec, policy, n_episodes, seed, obs_mode, True, **env_kwargs)
     demos = {k: res[k] for k in DEMO_FIELDS}
     if path is not None:
@@ -378,17 +381,3 @@ def collect_demos(
 
         save_demos(path, demos)
     return demos
-
-
-class _ModeAdapter:
-    """Runs an oracle on its own observation mode while the env records another one.
-
-    Both modes share the header; the memory observation is rebuilt from the state one by
-    hiding what is not visible and dropping the oracle block.
-    """
-
-    def __init__(self, oracle: _Oracle, spec: TaskSpec, obs_mode: str) -> None:
-        raise ValueError(
-            f"the {type(oracle).__name__} acts on {oracle.obs_mode} observations; collect with "
-            f"obs_mode={oracle.obs_mode!r}"
-        )
