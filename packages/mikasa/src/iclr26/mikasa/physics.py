@@ -130,7 +130,7 @@ def build_model(spec: TaskSpec) -> tuple[mujoco.MjModel, dict[int, list[int]]]:
       {joints}
       <inertial pos="0 0 0" mass="1" diaginertia="1e-3 1e-3 1e-3"/>
       <geom name="tcp" type="sphere" size="{TCP_RADIUS}" rgba="0.2 0.2 0.2 1"/>
-      <camera name="gripper" pos="0 0 0.02" xyaxes="1 0 0 0 -1 0" fovy="90"/>
+      <camera name="gripper" pos="0 0 -0.012" xyaxes="1 0 0 0 1 0" fovy="90"/>
     </body>
     {"".join(bodies)}
   </worldbody>
@@ -244,6 +244,7 @@ class MujocoEnv(gym.Env):
                 *(COLORS[int(colour)] if colour >= 0 else GREY),
                 1.0,
             )
+        mujoco.mj_kinematics(self.model, self.data)  # moved bodies show at once (cameras)
 
     def _tcp(self) -> tuple[np.ndarray, np.ndarray]:
         return self.data.qpos[None, :3].copy(), self.data.qvel[None, :3].copy()
