@@ -1,0 +1,360 @@
+"""``reproduce`` and ``bench`` of MIKASA at CPU scale (kinematic backend, MuJoCo subset).
+
+reproduce — the paper's claim that tasks needing memory defeat memoryless agents and are solved
+by agents with memory, in four parts:
+
+* O: scripted oracles on every tabletop task (memory ≥ 0.95, state-mode ≥ 0.95, cue-blind inside
+  the binomial 99 % interval around its analytic chance level), scored by success at the end;
+* L: the leak probe (memory observations after the cue ≤ chance + 0.05; cue and state ≈ 1);
+* E1: behaviour cloning from memory-oracle demonstrations with MLP, frame-stack(4), GRU (+ LSTM
+  and a causal transformer in the default run): memoryless ≈ chance or below, memory solves it;
+* M: the memory oracle on the MuJoCo backend (the semantics transfer to physics).
+
+bench — environment steps per second: the batched kinematic backend (1,024 environments), the
+MuJoCo backend against a bare ``mujoco.mj_step`` loop on the same model, and popgym / MiniGrid
+memory tasks when the ``[peers]`` extra is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from iclr26.mikasa.leakage import leak_probe
+from iclr26.mikasa.oracles import evaluate, make_oracle
+from iclr26.mikasa.tasks import TASKS, get_spec
+from iclr26.shared import Report, timeit
+from iclr26.shared import progress as progress_bar
+
+__all__ = ["bench", "binomial_interval", "reproduce"]
+
+PACKAGE = "iclr26-mikasa"
+BACKENDS = ("gymnasium", "mujoco", "torch", "scikit-learn", "popgym", "minigrid")
+CLAIM = (
+    "Tasks that need memory defeat memoryless agents and are solved by agents with memory "
+    "(MIKASA-style tasks re-implemented on a kinematic and a MuJoCo backend)."
+)
+
+
+def binomial_interval(p: float, n: int, level: float = 0.99) -> tuple[float, float]:
+    """Central interval of Binomial(n, p)/n holding at least ``level`` of the mass (exact)."""
+    pmf = np.array([math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)])
+    cdf = np.cumsum(pmf)
+    tail = (1 - level) / 2
+    lo = int(np.searchsorted(cdf, tail + 1e-12, side="right"))
+    hi = int(np.searchsorted(cdf, 1 - tail - 1e-12, side="left"))
+    return lo / n, min(hi, n) / n
+
+
+def _oracles(report: Report, n: int, seed: int, progress: bool) -> None:
+    rows, ok_mem, ok_state, ok_blind = [], True, True, True
+    for env_id in progress_bar(list(TASKS), desc="oracles", enabled=progress):
+        spec = TASKS[env_id]
+        r = {k: evaluate(env_id, make_oracle(k, spec, seed=seed), n, seed=seed) for k in
+             ("memory", "state", "memoryless")}  # fmt: skip
+        chance = spec.chance_success
+        lo, hi = binomial_interval(chance, n)
+        blind = r["memoryless"]["success_at_end"]
+        inside = lo <= blind <= hi
+        ok_mem &= r["memory"]["success_at_end"] >= 0.95
+        ok_state &= r["state"]["success_at_end"] >= 0.95
+        ok_blind &= inside
+        rows.append({
+            "task": spec.name, "T": spec.T, "act_start": spec.act_start,
+            "memory oracle": r["memory"]["success_at_end"],
+            "state oracle": r["state"]["success_at_end"],
+            "cue-blind": blind, "cue-blind once": r["memoryless"]["success_once"],
+            "chance": chance, "99% interval": f"[{lo:.3f}, {hi:.3f}]",
+        })  # fmt: skip
+    report.add_table(
+        f"O: oracle success at the end of the episode ({n} episodes per task, kinematic backend)",
+        rows,
+    )
+    report.check("memory oracle ≥ 0.95 on every task", ok_mem)
+    report.check("state-mode oracle ≥ 0.95 on every task", ok_state)
+    report.check(
+        "cue-blind oracle inside the 99% binomial interval of chance on every task", ok_blind
+    )
+    report.metric("oracle_rows", rows)
+
+
+def _leaks(report: Report, tasks: list[str], n: int, seed: int, progress: bool) -> None:
+    rows, ok = [], True
+    for env_id in progress_bar(tasks, desc="leak probe", enabled=progress):
+        after = leak_probe(env_id, phase="after_cue", policy="random", n_episodes=n, seed=seed)
+        cue = leak_probe(env_id, phase="cue", n_episodes=n, seed=seed)
+        state = leak_probe(env_id, phase="after_cue", obs_mode="state", n_episodes=n, seed=seed)
+        bound = max(after["chance"], after["majority"]) + 0.05
+        good = after["accuracy"] <= bound and cue["accuracy"] >= 0.9 and state["accuracy"] >= 0.9
+        ok &= good
+        rows.append({
+            "task": get_spec(env_id).name, "memory, after cue": after["accuracy"],
+            "chance 1/K": after["chance"], "memory, cue": cue["accuracy"],
+            "state, after cue": state["accuracy"], "held": good,
+        })  # fmt: skip
+    report.add_table(
+        f"L: leak probe, held-out accuracy of predicting the target ({n} episodes)", rows
+    )
+    report.check("no target leak after the cue; the cue and the state mode reveal it", ok)
+
+
+def _bc(
+    report: Report, tasks: list[str], policies: list[str], seeds: list[int], n_demos: int,
+    epochs: int, n_eval: int, progress: bool,
+) -> tuple[dict, Any]:  # fmt: skip
+    import torch
+
+    from iclr26.mikasa.agents import BC
+    from iclr26.mikasa.oracles import collect_demos
+
+    torch.set_num_threads(1)
+    results: dict[tuple[str, str], list[float]] = {}
+    rows, keep = [], None
+    jobs = [(t, p, s) for t in tasks for s in seeds for p in policies]
+    demos_cache: dict[tuple[str, int], Any] = {}
+    for env_id, kind, s in progress_bar(jobs, desc="E1 behaviour cloning", enabled=progress):
+        if (env_id, s) not in demos_cache:
+            demos_cache[(env_id, s)] = collect_demos(env_id, "memory", n_demos, seed=1000 * s)
+        t0 = time.perf_counter()
+        bc = BC(kind, hidden=64, epochs=epochs, lr=3e-3, seed=s).fit(demos_cache[(env_id, s)])
+        r = evaluate(env_id, bc, n_eval, seed=10_000 + 1000 * s)
+        results.setdefault((env_id, kind), []).append(r["success_at_end"])
+        rows.append({"task": get_spec(env_id).name, "policy": kind, "seed": s,
+                     "success at end": r["success_at_end"], "success once": r["success_once"],
+                     "train s": time.perf_counter() - t0})  # fmt: skip
+        if kind == "gru" and keep is None:
+            keep = (env_id, bc)
+    summary = []
+    for (env_id, kind), vals in results.items():
+        spec = get_spec(env_id)
+        summary.append({"task": spec.name, "policy": kind, "mean": float(np.mean(vals)),
+                        "std": float(np.std(vals)), "seeds": len(vals),
+                        "chance": spec.chance_success})  # fmt: skip
+    report.add_table(
+        f"E1: behaviour cloning from {n_demos} memory-oracle episodes, success at the end "
+        f"({n_eval} evaluation episodes, mean ± std over seeds)",
+        summary,
+    )
+    report.add_table("E1 per run", rows)
+    return results, keep
+
+
+def _e1_checks(report: Report, results: dict) -> None:
+    sg = "MikasaLite/ShellGameTouch-v0"
+    mlp, gru = np.mean(results[(sg, "mlp")]), np.mean(results[(sg, "gru")])
+    report.check(
+        "ShellGameTouch: BC-GRU beats BC-MLP by ≥ 0.3",
+        gru >= mlp + 0.3, f"GRU {gru:.3f}, MLP {mlp:.3f}",
+    )  # fmt: skip
+    report.check(
+        "ShellGameTouch: memoryless BC-MLP is no better than chance (1/3) + 0.1",
+        mlp <= 1 / 3 + 0.1, f"MLP {mlp:.3f}",
+    )  # fmt: skip
+    for (env_id, kind), vals in results.items():
+        if env_id != sg and kind == "gru":
+            mlp_o = np.mean(results[(env_id, "mlp")])
+            v = float(np.mean(vals))
+            report.check(
+                f"{get_spec(env_id).name}: BC-GRU beats BC-MLP by ≥ 0.3",
+                v >= mlp_o + 0.3, f"GRU {v:.3f}, MLP {mlp_o:.3f}",
+            )  # fmt: skip
+
+
+def _mujoco(report: Report, tasks: list[str], n: int, seed: int) -> None:
+    rows, ok = [], True
+    for env_id in tasks:
+        t0 = time.perf_counter()
+        mem = evaluate(env_id, make_oracle("memory", env_id), n, seed=seed, backend="mujoco")
+        blind = evaluate(env_id, make_oracle("memoryless", env_id, seed=seed), n, seed=seed,
+                         backend="mujoco")  # fmt: skip
+        ok &= mem["success_at_end"] >= 0.9
+        rows.append({"task": get_spec(env_id).name, "memory oracle": mem["success_at_end"],
+                     "cue-blind": blind["success_at_end"],
+                     "chance": get_spec(env_id).chance_success,
+                     "episodes": n, "seconds": time.perf_counter() - t0})  # fmt: skip
+    report.add_table("M: oracles on the MuJoCo backend (physical gripper and contacts)", rows)
+    report.check("memory oracle ≥ 0.9 on the MuJoCo backend", ok)
+
+
+def _e1_figure(results: dict) -> Any:
+    tasks = sorted({t for t, _ in results})
+    policies = [p for p in ("mlp", "framestack", "gru", "lstm", "transformer", "slot_gru")
+                if any((t, p) in results for t in tasks)]  # fmt: skip
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), squeeze=False)
+    for ax, t in zip(axes[0], tasks, strict=True):
+        means = [np.mean(results.get((t, p), [np.nan])) for p in policies]
+        stds = [np.std(results.get((t, p), [np.nan])) for p in policies]
+        ax.bar(
+            policies,
+            means,
+            yerr=stds,
+            color=[
+                {"mlp": "#bbb", "framestack": "#999", "transformer": "#37a"}.get(p, "#3a7")
+                for p in policies
+            ],
+        )
+        ax.axhline(get_spec(t).chance_success, color="r", ls="--", lw=1, label="chance")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(get_spec(t).name)
+        ax.set_ylabel("success at end")
+        ax.legend(fontsize=8)
+    fig.suptitle("E1: behaviour cloning from memory-oracle demonstrations")
+    fig.tight_layout()
+    return fig
+
+
+def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+    """Run O, L, E1 and M; ``quick`` shrinks every part to fit in about two minutes."""
+    cpu0 = time.process_time()
+    report = Report(
+        PACKAGE, "reproduce", CLAIM, seed=seed, backends=BACKENDS,
+        config={"quick": quick, "backend": "kinematic (E1, O, L) and mujoco (M)"},
+    )  # fmt: skip
+    n_oracle = 100 if quick else 200
+    _oracles(report, n_oracle, seed, progress)
+    leak_tasks = (
+        ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
+        if quick
+        else [
+            "MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0",
+            "MikasaLite/RememberColor9-v0", "MikasaLite/RememberShapeAndColor3x2-v0",
+            "MikasaLite/BunchOfColors3-v0", "MikasaLite/ChainOfColors5-v0",
+        ]
+    )  # fmt: skip
+    _leaks(report, leak_tasks, 300 if quick else 600, seed, progress)
+    if quick:
+        e1_tasks, policies, seeds = (
+            ["MikasaLite/ShellGameTouch-v0"],
+            ["mlp", "framestack", "gru"],
+            [seed],
+        )
+        n_demos, epochs, n_eval = 300, 30, 100
+    else:
+        e1_tasks = ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
+        policies = ["mlp", "framestack", "gru", "lstm", "transformer", "slot_gru"]
+        seeds, n_demos, epochs, n_eval = [seed, seed + 1], 300, 30, 200
+    results, keep = _bc(report, e1_tasks, policies, seeds, n_demos, epochs, n_eval, progress)
+    _e1_checks(report, results)
+    report.add_figure("e1_behaviour_cloning", _e1_figure(results))
+    if keep is not None:
+        from iclr26.mikasa.render import episode_strip
+
+        report.add_figure("episode_strip_gru", episode_strip(keep[0], keep[1], seed=seed + 77))
+    m_tasks = ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
+    if not quick:
+        m_tasks += ["MikasaLite/RememberShape5-v0", "MikasaLite/BunchOfColors3-v0",
+                    "MikasaLite/ChainOfColors3-v0"]  # fmt: skip
+    _mujoco(report, m_tasks, 5 if quick else 20, seed)
+    report.metric("cpu_seconds", time.process_time() - cpu0)
+    report.note(
+        f"CPU time of this process: {time.process_time() - cpu0:.0f} s (wall time is larger "
+        "when the machine is shared)."
+    )
+    report.note(
+        "A re-implementation of MIKASA's task semantics with a floating gripper; the numbers "
+        "are not MIKASA-Robo numbers. Actions are ignored until the act phase (hold_until_act), "
+        "so no policy can store the cue in its gripper pose; success is scored at the end."
+    )
+    return report
+
+
+# --- bench ------------------------------------------------------------------------------------
+def _steps_per_second(step, n_steps: int, batch: int, repeats: int) -> dict[str, float]:
+    timing = timeit(lambda: [step() for _ in range(n_steps)], repeats=repeats, warmup=1)
+    sps = batch * n_steps / timing.median
+    spread = batch * n_steps / np.array([timing.max, timing.min])
+    return {"steps/s": sps, "steps/s (slowest run)": spread[0], "steps/s (fastest run)": spread[1]}
+
+
+def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
+    """Environment steps per second of both backends and of popgym / MiniGrid memory tasks."""
+    import gymnasium as gym
+    import mujoco
+
+    from iclr26.mikasa.kinematic import KinematicVectorEnv
+    from iclr26.mikasa.physics import MujocoEnv
+
+    report = Report(
+        PACKAGE, "bench",
+        "The batched kinematic backend steps ≥ 100,000 environments per second with 1,024 "
+        "environments on one core, and the MuJoCo wrapper costs within 1.5× of a bare mj_step loop.",
+        seed=seed, backends=BACKENDS, config={"quick": quick},
+    )  # fmt: skip
+    repeats = 3 if quick else 7
+    rows = []
+    rng = np.random.default_rng(seed)
+    for env_id in ("MikasaLite/RememberColor3-v0", "MikasaLite/ChainOfColors7-v0"):
+        spec = get_spec(env_id)
+        for n in (1, 1024):
+            env = KinematicVectorEnv(spec, n)
+            env.reset(seed=seed)
+            a = rng.uniform(-1, 1, size=(n, 3))
+            r = _steps_per_second(
+                lambda env=env, a=a: env.step(a), 50 if n > 1 else 500, n, repeats
+            )
+            rows.append({"environment": f"{spec.name} kinematic", "num_envs": n, **r})
+    kin_1024 = rows[1]["steps/s"]
+    mj_rows = []
+    for env_id in ("MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"):
+        spec = get_spec(env_id)
+        env = MujocoEnv(spec)
+        env.reset(seed=seed)
+        a = np.zeros(3)
+
+        def wrapped(env=env, a=a):
+            if env._done:
+                env.reset()
+            env.step(a)
+
+        m, d = env.model, mujoco.MjData(env.model)
+        r_env = _steps_per_second(wrapped, 200, 1, repeats)
+        r_bare = _steps_per_second(lambda m=m, d=d: mujoco.mj_step(m, d, nstep=20), 200, 1, repeats)
+        ratio = r_bare["steps/s"] / r_env["steps/s"]
+        rows.append({"environment": f"{spec.name} MuJoCo env", "num_envs": 1, **r_env})
+        rows.append({"environment": f"{spec.name} bare mj_step × 20", "num_envs": 1, **r_bare})
+        mj_rows.append(ratio)
+    for module, env_id, kw in (
+        ("popgym", "popgym-RepeatPreviousEasy-v0", {}),
+        ("popgym", "popgym-RepeatFirstEasy-v0", {}),
+        ("minigrid", "MiniGrid-MemoryS7-v0", {}),
+    ):
+        if importlib.util.find_spec(module) is None:
+            report.note(f"{env_id}: not measured ({module} is not installed; extra [peers])")
+            continue
+        __import__(module)
+        env = gym.make(env_id, **kw)
+        env.reset(seed=seed)
+        space = env.action_space
+        space.seed(seed)
+
+        def peer(env=env, space=space):
+            _, _, term, trunc, _ = env.step(space.sample())
+            if term or trunc:
+                env.reset()
+
+        rows.append({"environment": env_id, "num_envs": 1,
+                     **_steps_per_second(peer, 300, 1, repeats)})  # fmt: skip
+    report.add_table("Environment steps per second (one process, median of repeats)", rows)
+    report.check("kinematic backend ≥ 100,000 env steps/s at 1,024 envs", kin_1024 >= 1e5,
+                 f"{kin_1024:,.0f} steps/s")  # fmt: skip
+    worst = max(mj_rows)
+    report.check("MuJoCo wrapper within 1.5× of a bare mj_step loop", worst <= 1.5,
+                 f"wrapper/bare time ratio {worst:.2f} (worst task)")  # fmt: skip
+    report.metric("kinematic_steps_per_s_1024", kin_1024)
+    report.metric("mujoco_wrapper_over_bare", worst)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    names = [f"{r['environment']} ×{r['num_envs']}" for r in rows]
+    ax.barh(names, [r["steps/s"] for r in rows], color="#37a")
+    ax.set_xscale("log")
+    ax.set_xlabel("environment steps per second")
+    fig.tight_layout()
+    report.add_figure("steps_per_second", fig)
+    return report

@@ -1,0 +1,270 @@
+"""The task rules, batched over environments: observations, success, reward, phases.
+
+Both backends call the same :class:`TaskBatch`, so the MuJoCo and the kinematic environments agree
+on every rule by construction; a backend only supplies the TCP position and velocity.
+
+Observation modes (flat float32 vectors; :class:`ObsLayout` gives the slices):
+
+* ``memory`` (default; the analogue of the official RGB+joints mode): TCP xyz and velocity,
+  t/T, the phase one-hot, and ``n_slots`` object slots holding only *currently visible* objects
+  (visible bit, xyz, colour one-hot, shape one-hot); hidden slots are zero. No oracle information.
+* ``state`` (the official ``state`` mode, an MDP): the same header, *every* object with its true
+  pose and its current visibility bit (hidden ones included), then ``oracle_info`` one-hot per
+  target (the cup index, the colour, the shape, or the shown colour sequence).
+
+Success (official semantics, gated by one inequality ``t >= act_start`` in every reward mode):
+
+* ShellGameTouch / Remember*: TCP within ``touch_threshold`` of the target and static.
+* Bunch/Seq: every shown cube touched (TCP within 0.02 of a point 0.025 above it, static), no
+  other cube touched, any order; Chain also needs the shown order. Touches are recorded once.
+
+"Static" is TCP speed <= ``static_speed`` (0.05 m/s), replacing ``is_static(0.2)`` on joint speeds
+(there is no arm). Dense rewards are reconstructions with the official maxima (3 or 100); the
+``normalized_dense`` reward is dense / max, in [0, 1], and equals 1 exactly at success.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iclr26.mikasa.data import COLORS
+from iclr26.mikasa.tasks import N_FEATURES, Layout, TaskSpec
+
+__all__ = ["OBS_MODES", "PHASES", "REWARD_MODES", "ObsLayout", "TaskBatch", "obs_layout"]
+
+OBS_MODES = ("memory", "state")
+REWARD_MODES = ("sparse", "dense", "normalized_dense")
+PHASES = ("cue", "delay", "act")
+HEADER = 10  # tcp xyz, tcp velocity, t/T, phase one-hot
+STATIC_SPEED = 0.05
+
+
+@dataclass(frozen=True)
+class ObsLayout:
+    """Where things are in a flat observation.
+
+    Attributes:
+        dim: observation length.
+        tcp, vel, time, phase: slices of the header.
+        objects: slice of the object block, reshaped ``(n, N_FEATURES)``.
+        n_objects: slots (memory) or objects (state) in that block.
+        oracle: slice of the ``oracle_info`` one-hot block (empty in memory mode).
+    """
+
+    dim: int
+    tcp: slice
+    vel: slice
+    time: slice
+    phase: slice
+    objects: slice
+    n_objects: int
+    oracle: slice
+
+    def split_objects(self, obs: np.ndarray) -> np.ndarray:
+        """(..., n_objects, N_FEATURES) view of the object block of ``obs``."""
+        block = obs[..., self.objects]
+        return block.reshape(*obs.shape[:-1], self.n_objects, N_FEATURES)
+
+
+def obs_layout(spec: TaskSpec, obs_mode: str) -> ObsLayout:
+    """The :class:`ObsLayout` of ``spec`` in ``obs_mode`` (``memory`` or ``state``)."""
+    if obs_mode not in OBS_MODES:
+        raise ValueError(f"obs_mode must be one of {OBS_MODES}; got {obs_mode!r}")
+    n = spec.n_slots if obs_mode == "memory" else spec.n_objects
+    start = HEADER + n * N_FEATURES
+    oracle = spec.n_targets * spec.n_values if obs_mode == "state" else 0
+    return ObsLayout(
+        dim=start + oracle,
+        tcp=slice(0, 3),
+        vel=slice(3, 6),
+        time=slice(6, 7),
+        phase=slice(7, 10),
+        objects=slice(HEADER, start),
+        n_objects=n,
+        oracle=slice(start, start + oracle),
+    )
+
+
+def object_features(objects: np.ndarray) -> np.ndarray:
+    """(M, N_FEATURES) features of layout objects, visible bit set to 1."""
+    m = len(objects)
+    feats = np.zeros((m, N_FEATURES + 1), np.float32)  # last column absorbs "no colour"
+    feats[:, 0] = 1.0
+    feats[:, 1:4] = objects[:, :3]
+    colour = objects[:, 3].astype(int)
+    rows = np.arange(m)
+    feats[rows, np.where(colour >= 0, 4 + colour, N_FEATURES)] = 1.0
+    feats[rows, 4 + len(COLORS) + objects[:, 4].astype(int)] = 1.0
+    return feats[:, :N_FEATURES]
+
+
+class TaskBatch:
+    """Rules of ``spec`` for ``num_envs`` environments at once (numpy, no Python loop per env).
+
+    Args:
+        spec: the task.
+        num_envs: batch size.
+        obs_mode: ``memory`` or ``state``.
+        reward_mode: ``sparse``, ``dense`` or ``normalized_dense``.
+        static_speed: TCP speed (m/s) at or below which the gripper counts as static.
+    """
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        num_envs: int,
+        obs_mode: str = "memory",
+        reward_mode: str = "normalized_dense",
+        static_speed: float = STATIC_SPEED,
+    ) -> None:
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}; got {reward_mode!r}")
+        self.spec = spec
+        self.layout = obs_layout(spec, obs_mode)
+        self.obs_mode = obs_mode
+        self.reward_mode = reward_mode
+        self.static_speed = float(static_speed)
+        n, s, m, k = num_envs, spec.n_slots, spec.n_objects, spec.n_candidates
+        self.num_envs = n
+        self.frame_of_t = spec.frame_index(np.arange(spec.T + 1))
+        self.phase_of_t = np.array([PHASES.index(spec.phase(t)) for t in range(spec.T + 1)])
+        self._phase_eye = np.eye(3, dtype=np.float32)
+        self.slot_feats = np.zeros((n, spec.n_frames, s, N_FEATURES), np.float32)
+        self.obj_feats = np.zeros((n, m, N_FEATURES), np.float32)
+        self.obj_visible = np.zeros((n, spec.n_frames, m), np.float32)
+        self.oracle_onehot = np.zeros((n, spec.n_targets * spec.n_values), np.float32)
+        self.oracle_info = np.zeros((n, spec.n_targets), np.int64)
+        self.touch_points = np.zeros((n, k, 3))
+        self.targets = np.zeros((n, spec.n_targets), np.int64)
+        self.t = np.zeros(n, np.int64)
+        self.rank = np.full((n, k), -1, np.int64)  # order in which candidates were touched
+        self.n_touched = np.zeros(n, np.int64)
+        self.success_once = np.zeros(n, bool)
+        self._ar = np.arange(n)
+        self._is_target = np.zeros((n, k), bool)
+        self._frame_rows = np.arange(spec.n_frames)[:, None]
+        self._n_cue = spec.n_cue_objects
+        self._touch_offset = np.array([0.0, 0.0, spec.touch_offset])
+        self._onehot_base = np.arange(spec.n_targets) * spec.n_values
+        self._target_point = np.zeros((n, 3))
+        self._act_start = spec.act_start
+        self._T = spec.T
+
+    # --- episode setup ---------------------------------------------------------------------
+    def set_layout(self, i: int, layout: Layout) -> None:
+        """Start a new episode in environment ``i`` with ``layout``."""
+        feats = object_features(layout.objects)
+        m = len(feats)
+        pad = np.zeros((m + 1, N_FEATURES), np.float32)
+        pad[:m] = feats
+        self.obj_feats[i] = feats
+        self.slot_feats[i] = pad[layout.frames]  # slot -1 picks the zero row
+        vis = np.zeros((len(layout.frames), m + 1), np.float32)
+        vis[self._frame_rows, layout.frames] = 1.0
+        self.obj_visible[i] = vis[:, :m]
+        self.touch_points[i] = layout.objects[self._n_cue :, :3] + self._touch_offset
+        self._target_point[i] = self.touch_points[i, layout.targets[0]]
+        self.targets[i] = layout.targets
+        self._is_target[i] = False
+        self._is_target[i, layout.targets] = True
+        self.oracle_info[i] = layout.oracle_info
+        self.oracle_onehot[i] = 0.0
+        self.oracle_onehot[i, self._onehot_base + layout.oracle_info] = 1.0
+        self.t[i] = 0
+        self.rank[i] = -1
+        self.n_touched[i] = 0
+        self.success_once[i] = False
+
+    # --- per step ---------------------------------------------------------------------------
+    def observe(
+        self, tcp: np.ndarray, vel: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(num_envs, dim) float32 observations for TCP positions/velocities (num_envs, 3)."""
+        lay = self.layout
+        n = self.num_envs
+        if out is None:
+            out = np.empty((n, lay.dim), np.float32)
+        t = self.t
+        out[:, 0:3] = tcp
+        out[:, 3:6] = np.minimum(np.maximum(vel, -2.0), 2.0)
+        out[:, 6] = t / self._T
+        out[:, 7:10] = self._phase_eye[self.phase_of_t[t]]
+        frame = self.frame_of_t[t]
+        if self.obs_mode == "memory":
+            out[:, lay.objects] = self.slot_feats[self._ar, frame].reshape(n, -1)
+        else:
+            feats = self.obj_feats.copy()
+            feats[:, :, 0] = self.obj_visible[self._ar, frame]
+            out[:, lay.objects] = feats.reshape(n, -1)
+            out[:, lay.oracle] = self.oracle_onehot
+        return out
+
+    def advance(self, tcp: np.ndarray, vel: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Count one step for every environment and score the new TCP state.
+
+        Returns:
+            ``(reward, success, components)``: float64 (num_envs,), bool (num_envs,), and the
+            dense terms (``reach``, ``static``, ``progress``).
+        """
+        spec = self.spec
+        self.t += 1
+        active = self.t >= self._act_start
+        speed = np.sqrt(np.einsum("ij,ij->i", vel, vel))
+        static = speed <= self.static_speed
+        thr = spec.touch_threshold
+        if spec.n_targets == 1:
+            diff = tcp - self._target_point
+            d_target = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+            near = d_target < thr
+            success = active & static & near
+            reach = 1.0 - np.tanh(5.0 * d_target)
+            static_term = near * (1.0 - np.tanh(speed / self.static_speed))
+            dense = np.where(success, spec.dense_max, reach + static_term)
+            components = {"reach": reach, "static": static_term}
+        else:
+            diff = tcp[:, None, :] - self.touch_points
+            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))  # (N, K)
+            new = (active & static)[:, None] & (dist < thr) & (self.rank < 0)
+            if new.any():
+                # several cubes cannot be within 0.02 of the TCP at once (they are >= 0.08 apart)
+                rows, cols = np.nonzero(new)
+                self.rank[rows, cols] = self.n_touched[rows]
+                np.add.at(self.n_touched, rows, 1)
+            touched = self.rank >= 0
+            wrong = (touched & ~self._is_target).any(-1)
+            target_rank = np.take_along_axis(self.rank, self.targets, 1)  # (N, n)
+            n_good = (target_rank >= 0).sum(-1)
+            if spec.family == "chain":
+                in_order = target_rank == np.arange(spec.n_targets)
+                # a target touched out of order can never be repaired
+                wrong |= ((target_rank >= 0) & ~in_order).any(-1)
+            success = active & ~wrong & (n_good == spec.n_targets)
+            untouched = (target_rank < 0) & ~wrong[:, None]
+            if spec.family == "chain":
+                nxt = np.minimum(n_good, spec.n_targets - 1)
+                d_next = dist[self._ar, self.targets[self._ar, nxt]]
+            else:
+                d_t = np.take_along_axis(dist, self.targets, 1)
+                d_next = np.where(untouched, d_t, np.inf).min(-1)
+                d_next = np.where(np.isfinite(d_next), d_next, 0.0)
+            reach = 1.0 - np.tanh(5.0 * d_next)
+            progress = (n_good + reach) / (spec.n_targets + 1)
+            dense = np.where(
+                success, spec.dense_max, np.where(wrong, 0.0, 0.9 * spec.dense_max * progress)
+            )
+            components = {"reach": reach, "progress": progress}
+        dense = np.where(active, dense, 0.0)
+        self.success_once |= success
+        if self.reward_mode == "sparse":
+            reward = success.astype(np.float64)
+        elif self.reward_mode == "dense":
+            reward = dense.astype(np.float64)
+        else:
+            reward = dense / spec.dense_max
+        return reward, success, components
+
+    def phase_names(self) -> np.ndarray:
+        """Phase name of each environment at its current step."""
+        return np.asarray(PHASES)[self.phase_of_t[self.t]]
