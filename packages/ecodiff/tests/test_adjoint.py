@@ -68,7 +68,8 @@ def test_checkpointed_gradient_equals_bptt(dit, name, gate):
                                       lambda zz: (zz - target).pow(2).mean(), params,
                                       checkpoint=ck)  # fmt: skip
     (l1, g1, z1), (l2, g2, z2) = res[True], res[False]
-    assert torch.equal(z1, z2) and float(l1) == float(l2)
+    assert torch.equal(z1, z2)
+    assert float(l1) == float(l2)
     assert any(float(g.abs().max()) > 0 for g in g1)
     for a, b in zip(g1, g2, strict=True):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-12)

@@ -43,7 +43,8 @@ def test_damped_logistic_noise_cdf(eps):
         cdf = np.clip((math.exp(x) * (1 + eps) - eps) / (1 + math.exp(x)), 0, 1)
         assert abs((noise <= x).mean() - cdf) < 0.005
     bound = math.log((1 + eps) / eps)
-    assert noise.max() <= bound + 1e-12 and noise.min() >= -bound - 1e-12
+    assert noise.max() <= bound + 1e-12
+    assert noise.min() >= -bound - 1e-12
 
 
 def test_errata_gate_saturates_at_init_logit_3_with_eps_half():
@@ -57,9 +58,11 @@ def test_errata_gate_saturates_at_init_logit_3_with_eps_half():
 def test_deterministic_gate_dense_limit_and_monotone():
     lam = torch.linspace(-10, 10, 101, dtype=torch.float64)
     m = deterministic_gate(lam)
-    assert bool((m[lam >= 2.0] == 1).all()) and bool((m[lam <= -2.0] == 0).all())
+    assert bool((m[lam >= 2.0] == 1).all())
+    assert bool((m[lam <= -2.0] == 0).all())
     assert bool((m.diff() >= 0).all())
-    assert ZETA > 1 and GAMMA < 0
+    assert ZETA > 1
+    assert GAMMA < 0
 
 
 def test_regularizer_forms():

@@ -24,7 +24,8 @@ def test_units_of_dit_count_parameters_exactly(dit):
     units = find_prunable_units(dit)
     assert [u.kind for u in units] == ["heads", "ffn"] * 2
     heads, ffn = units[0], units[1]
-    assert (heads.size, heads.width) == (2, 8) and (ffn.size, ffn.width) == (64, 1)
+    assert (heads.size, heads.width) == (2, 8)
+    assert (ffn.size, ffn.width) == (64, 1)
     # removing one unit of each kind by slicing removes exactly params_per_unit parameters
     for u in (heads, ffn):
         keep = {v.key: torch.ones(v.size, dtype=torch.bool) for v in units}
@@ -78,7 +79,8 @@ def test_binary_gates_equal_materialised_unet_geglu_and_cross_attention():
     kinds = {u.name.rsplit(".", 1)[-1] for u in units}
     assert kinds == {"attn1", "attn2", "ff"}
     ff = next(u for u in units if u.kind == "ffn")
-    assert len(ff.producers) == 2 and ff.producers[1][1] == ff.size  # GEGLU halves
+    assert len(ff.producers) == 2
+    assert ff.producers[1][1] == ff.size
     keep = select(random_scores(units, seed=1), 0.4, budget="units")
     g = torch.Generator().manual_seed(0)
     z = torch.randn(2, 1, 8, 8, generator=g, dtype=torch.float64)
@@ -106,14 +108,14 @@ def test_binary_gates_equal_materialised_flux_single_and_double_blocks():
     keep[single_heads.key][:] = False
     g = torch.Generator().manual_seed(0)
     n, length = 16, 4
-    f64 = dict(dtype=torch.float64)
-    inp = dict(
-        hidden_states=torch.randn(2, n, 4, generator=g, **f64),
-        encoder_hidden_states=torch.randn(2, length, 32, generator=g, **f64),
-        pooled_projections=torch.randn(2, 16, generator=g, **f64),
-        timestep=torch.tensor([0.5, 0.3], **f64),
-        img_ids=torch.zeros(n, 3, **f64), txt_ids=torch.zeros(length, 3, **f64), return_dict=False,
-    )  # fmt: skip
+    f64 = {"dtype": torch.float64}
+    inp = {
+        "hidden_states": torch.randn(2, n, 4, generator=g, **f64),
+        "encoder_hidden_states": torch.randn(2, length, 32, generator=g, **f64),
+        "pooled_projections": torch.randn(2, 16, generator=g, **f64),
+        "timestep": torch.tensor([0.5, 0.3], **f64),
+        "img_ids": torch.zeros(n, 3, **f64), "txt_ids": torch.zeros(length, 3, **f64), "return_dict": False,
+    }  # fmt: skip
     masked = MaskedModel(flux, units)
     with torch.no_grad():
         with masked, masked.use("keep", keep):

@@ -29,10 +29,16 @@ def _prune_setup(parser: argparse.ArgumentParser):
                         help="calibration samples (fixed noise + random class)")  # fmt: skip
     parser.add_argument("--batch", type=int_arg(1), default=4, help="calibration batch size")
     parser.add_argument("--epochs", type=int_arg(1), default=3, help="mask-learning epochs")
-    parser.add_argument("--lr", type=float_arg(0, low_open=True), default=0.5, help="logit learning rate")
+    parser.add_argument(
+        "--lr", type=float_arg(0, low_open=True), default=0.5, help="logit learning rate"
+    )
     parser.add_argument("--beta", type=float_arg(0), default=1.0, help="regulariser weight")
-    parser.add_argument("--scope", choices=("global", "local"), default="global", help="selection scope")
-    parser.add_argument("--resume", type=existing_file, help="gate logits (.safetensors) to start from")
+    parser.add_argument(
+        "--scope", choices=("global", "local"), default="global", help="selection scope"
+    )
+    parser.add_argument(
+        "--resume", type=existing_file, help="gate logits (.safetensors) to start from"
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -69,8 +75,10 @@ def _prune_setup(parser: argparse.ArgumentParser):
 
             try:
                 model = DiTTransformer2DModel.from_pretrained(model_dir).eval()
-            except (OSError, ValueError, EnvironmentError) as err:
-                raise ValueError(f"--model {model_dir}: cannot load a DiTTransformer2DModel ({err})") from None
+            except (OSError, ValueError) as err:
+                raise ValueError(
+                    f"--model {model_dir}: cannot load a DiTTransformer2DModel ({err})"
+                ) from None
             n_classes = int(model.config.num_embeds_ada_norm)
             scheduler = toy_scheduler("flow" if args.scheduler == "flow" else "ddpm")
         units = find_prunable_units(model)
@@ -87,7 +95,9 @@ def _prune_setup(parser: argparse.ArgumentParser):
             try:
                 init = MaskScores(load_file(str(args.resume)), units)
             except Exception as err:  # a user file: any parse failure is a user error
-                raise ValueError(f"--resume {args.resume}: not gate logits of this model ({err})") from None
+                raise ValueError(
+                    f"--resume {args.resume}: not gate logits of this model ({err})"
+                ) from None
         cfg = EcoDiffConfig(epochs=args.epochs, lr_attn=args.lr, lr_ffn=args.lr, beta=args.beta,
                             reg="l2", warmup=2, grad_accum=1, seed=args.seed)  # fmt: skip
         scores = learn_masks(model, sampler, cal, units=units, config=cfg, init_scores=init,
@@ -111,7 +121,9 @@ def _prune_setup(parser: argparse.ArgumentParser):
 
 
 def _train_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--regime", choices=("ddpm", "flow"), default="ddpm", help="training objective")
+    parser.add_argument(
+        "--regime", choices=("ddpm", "flow"), default="ddpm", help="training objective"
+    )
     parser.add_argument("--steps", type=int_arg(1), default=2500, help="optimiser steps")
     parser.add_argument("--batch", type=int_arg(1), default=64, help="batch size")
     parser.add_argument("--out", required=True, help="folder for toy_dit_<regime>.safetensors")

@@ -102,7 +102,7 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
     T = 10 if quick else 25 if regime == "ddpm" else 10
     sampler = from_scheduler(toy_scheduler(regime), T)
     fn = diffusers_model_fn(model)
-    x_tr, y_tr, x_te, y_te = digits_split(seed)
+    x_tr, y_tr, x_te, _y_te = digits_split(seed)
     judge = DigitsJudge(x_tr, y_tr, seed=seed)
     n_cal = 32 if quick else 64
     cal = _calibration(n_cal, 4, seed + 1, sampler.init_noise_sigma)
@@ -140,9 +140,7 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
         for name, (scores, secs) in methods.items():
             keep = select(scores, sp, total_params=total)
             out, m = _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_te)
-            pruned = total - sum(
-                u.params_per_unit * int((~keep[u.key]).sum()) for u in units
-            )
+            pruned = total - sum(u.params_per_unit * int((~keep[u.key]).sum()) for u in units)
             row = {"regime": regime, "sparsity": sp, "method": name, "params": pruned, **m,
                    "score time s": secs}  # fmt: skip
             report_rows.append(row)
@@ -185,7 +183,7 @@ def _memory_rows(steps_list, seed: int) -> list[dict]:
             row = {"T": T}
             for ck in (True, False):
                 meter = SavedTensorMeter()
-                trajectory_grad(lambda zz, k: sampler.step(fn, zz, k, y), z, T,
+                trajectory_grad(lambda zz, k, s=sampler: s.step(fn, zz, k, y), z, T,
                                 lambda zz: zz.pow(2).mean(), list(masked.parameters()),
                                 checkpoint=ck, meter=meter)  # fmt: skip
                 row["checkpointed MiB" if ck else "BPTT MiB"] = meter.peak / 2**20
@@ -258,7 +256,12 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
                       "class acc", "feature FD", "score time s"])  # fmt: skip
     for regime, res in results.items():
         e = res[("EcoDiff (end-to-end)", 0.2)]
-        for other in ("EcoDiff-local (per-step)", "Taylor (Diff-Pruning criterion)", "magnitude", "random"):
+        for other in (
+            "EcoDiff-local (per-step)",
+            "Taylor (Diff-Pruning criterion)",
+            "magnitude",
+            "random",
+        ):
             o = res[(other, 0.2)]
             report.check(
                 f"{regime}, 20 %: EcoDiff MSE to dense < {other.split(' (')[0]}",
@@ -278,7 +281,11 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
     span = mem[-1]["T"] / mem[0]["T"]
     report.check(f"checkpointed memory at T={mem[-1]['T']} within 1.5x of T={mem[0]['T']}",
                  ck < 1.5, f"ratio {ck:.3f}")  # fmt: skip
-    report.check("BPTT memory grows ~linearly in T", naive > 0.8 * span, f"ratio {naive:.2f} for {span:g}x steps")
+    report.check(
+        "BPTT memory grows ~linearly in T",
+        naive > 0.8 * span,
+        f"ratio {naive:.2f} for {span:g}x steps",
+    )
     report.metric("memory ratio checkpointed (T max/min)", ck)
     report.metric("memory ratio BPTT (T max/min)", naive)
     report.add_figure("memory_vs_steps", _memory_figure(mem))
@@ -332,7 +339,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     # latency of the materialised model (EcoDiff scores from a short run)
     total = count_params(model)["total"]
     cal = _calibration(8, 4, seed + 1)
-    scores = learn_masks(model, sampler, cal, units=units, config=toy_config(True, seed), progress=progress)
+    scores = learn_masks(
+        model, sampler, cal, units=units, config=toy_config(True, seed), progress=progress
+    )
     lat_rows = []
     batch = torch.randn(64, 1, 8, 8, generator=gen)
     yb = torch.arange(64) % 10
@@ -358,8 +367,16 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
                  "max": lat_rows[0]["max"], "repeats": reps * 3})  # fmt: skip
     report.add_table("Ratios (same run, interleaved)", rows)
     report.add_table("Materialised models", lat_rows)
-    report.check("checkpointed wall time <= 2.2x BPTT", rows[0]["median"] <= 2.2, f"median {rows[0]['median']:.2f}")
-    report.check("20 % pruned latency <= 0.85x dense", rows[1]["median"] <= 0.85, f"median {rows[1]['median']:.2f}")
+    report.check(
+        "checkpointed wall time <= 2.2x BPTT",
+        rows[0]["median"] <= 2.2,
+        f"median {rows[0]['median']:.2f}",
+    )
+    report.check(
+        "20 % pruned latency <= 0.85x dense",
+        rows[1]["median"] <= 0.85,
+        f"median {rows[1]['median']:.2f}",
+    )
     report.metric("checkpoint/BPTT wall", rows[0]["median"])
     report.metric("pruned/dense latency @20%", rows[1]["median"])
     import matplotlib
@@ -368,7 +385,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3))
-    ax.boxplot([ratios, [r for r in [lat_rows[0]["latency ratio median"]]]])
+    ax.boxplot([ratios, [lat_rows[0]["latency ratio median"]]])
     ax.set_xticks([1, 2], ["ckpt / BPTT wall", "pruned / dense latency"])
     ax.axhline(1.0, color="gray", lw=0.5)
     fig.tight_layout()

@@ -81,7 +81,9 @@ class EcoDiffConfig:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError(f"{name} must be an int, got {type(v).__name__}")
             if v < (0 if name in ("warmup", "seed") else 1):
-                raise ValueError(f"{name} must be >= {0 if name in ('warmup', 'seed') else 1}, got {v}")
+                raise ValueError(
+                    f"{name} must be >= {0 if name in ('warmup', 'seed') else 1}, got {v}"
+                )
         for name in ("lr_attn", "lr_ffn", "weight_decay", "beta", "init_logit", "noise_eps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
@@ -167,7 +169,9 @@ def learn_masks(
     if not isinstance(config, EcoDiffConfig):
         raise TypeError(f"config must be an EcoDiffConfig, got {type(config).__name__}")
     if not isinstance(sampler, MarkovSampler):
-        raise TypeError(f"sampler must be a MarkovSampler (from_scheduler), got {type(sampler).__name__}")
+        raise TypeError(
+            f"sampler must be a MarkovSampler (from_scheduler), got {type(sampler).__name__}"
+        )
     batches = _check_calibration(calibration)
     units = list(find_prunable_units(model) if units is None else units)
     if checkpoint_path is not None:
@@ -253,7 +257,9 @@ def learn_masks(
                     reg_grads = torch.autograd.grad(reg, params, allow_unused=True)
                     for p, a, g in zip(params, acc, reg_grads, strict=True):
                         p.grad = a if g is None else a + g
-                    finite = math.isfinite(rec_sum) and all(torch.isfinite(p.grad).all() for p in params)
+                    finite = math.isfinite(rec_sum) and all(
+                        torch.isfinite(p.grad).all() for p in params
+                    )
                     if not finite:
                         with torch.no_grad():
                             for k, v in good.items():
@@ -280,7 +286,12 @@ def learn_masks(
                     pbar.set_postfix(recon=f"{rec['recon']:.4g}", density=f"{density:.3f}")
                     step_no += 1
                 save(checkpoint_path)
-                log.info("epoch %d: recon %.4g density %.3f", epoch, history[-1]["recon"], history[-1]["density"])
+                log.info(
+                    "epoch %d: recon %.4g density %.3f",
+                    epoch,
+                    history[-1]["recon"],
+                    history[-1]["density"],
+                )
     finally:
         masked.remove()
         for p in frozen:
@@ -303,7 +314,7 @@ def _local_grad(sampler, fn, traj, cond, recon, params):
         for i, g in enumerate(gs):
             if g is not None:
                 grads[i] += g
-        total += float(loss)
+        total += float(loss.detach())
     return torch.tensor(total), grads
 
 

@@ -82,7 +82,9 @@ class MaskedModel(nn.Module):
         dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
         self.logits = nn.ParameterDict(
             {
-                u.key: nn.Parameter(torch.full((u.size,), float(init_logit), device=device, dtype=dtype))
+                u.key: nn.Parameter(
+                    torch.full((u.size,), float(init_logit), device=device, dtype=dtype)
+                )
                 for u in units
             }
         )
@@ -103,9 +105,9 @@ class MaskedModel(nn.Module):
         """Draw the uniform noise ``u`` of every gate once (one mask per trajectory)."""
         self._generator = generator
         self._u = {
-            u.key: torch.rand(
-                u.size, generator=generator, device="cpu", dtype=torch.float64
-            ).to(self.logits[u.key])
+            u.key: torch.rand(u.size, generator=generator, device="cpu", dtype=torch.float64).to(
+                self.logits[u.key]
+            )
             for u in self.units
         }
 

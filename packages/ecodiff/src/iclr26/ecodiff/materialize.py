@@ -43,7 +43,10 @@ class ZeroHeadsProcessor:
         if getattr(attn, "residual_connection", False):
             out = out + x
         out = out / getattr(attn, "rescale_output_factor", 1.0)
-        if isinstance(getattr(attn, "to_add_out", None), nn.Linear) and encoder_hidden_states is not None:
+        if (
+            isinstance(getattr(attn, "to_add_out", None), nn.Linear)
+            and encoder_hidden_states is not None
+        ):
             e = encoder_hidden_states
             return out, attn.to_add_out(e.new_zeros(*e.shape[:-1], 0))
         return out
@@ -56,7 +59,9 @@ def _row_index(n: int, spans: list[tuple[int, int, torch.Tensor]]) -> torch.Tens
     return keep.nonzero().flatten()
 
 
-def _slice_linear(lin: nn.Linear, rows: torch.Tensor | None, cols: torch.Tensor | None) -> nn.Linear:
+def _slice_linear(
+    lin: nn.Linear, rows: torch.Tensor | None, cols: torch.Tensor | None
+) -> nn.Linear:
     w = lin.weight.detach()
     b = lin.bias.detach() if lin.bias is not None else None
     if rows is not None:

@@ -15,7 +15,9 @@ __all__ = ["DigitsJudge", "frechet_distance", "mse", "psnr"]
 def mse(a: torch.Tensor, b: torch.Tensor) -> float:
     """Mean squared error between two equally shaped sample batches."""
     if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     return float((a.double() - b.double()).pow(2).mean())
 
 
@@ -55,7 +57,7 @@ class DigitsJudge:
     def __init__(self, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> None:
         from sklearn.neural_network import MLPClassifier
 
-        self.clf = MLPClassifier(hidden_layer_sizes=(64,), max_iter=400, random_state=seed)
+        self.clf = MLPClassifier(hidden_layer_sizes=(64,), max_iter=200, random_state=seed)
         self.clf.fit(self._flat(x), np.asarray(y))
 
     @staticmethod

@@ -118,7 +118,9 @@ def from_scheduler(scheduler: Any, num_steps: int) -> MarkovSampler:
     cfg = sch.config
     if name == "FlowMatchEulerDiscreteScheduler":
         if cfg.get("stochastic_sampling", False):
-            raise ValueError("FlowMatchEulerDiscreteScheduler with stochastic_sampling is not stateless")
+            raise ValueError(
+                "FlowMatchEulerDiscreteScheduler with stochastic_sampling is not stateless"
+            )
         sch.set_timesteps(num_steps)
         sig = [float(s) for s in sch.sigmas]
         coefs = [(sig[k], sig[k + 1]) for k in range(num_steps)]
@@ -167,7 +169,9 @@ def diffusers_model_fn(
     params = inspect.signature(model.forward).parameters
     key = "encoder_hidden_states" if "encoder_hidden_states" in params else "class_labels"
     if key not in params:
-        raise ValueError(f"{type(model).__name__}.forward takes neither class_labels nor encoder_hidden_states")
+        raise ValueError(
+            f"{type(model).__name__}.forward takes neither class_labels nor encoder_hidden_states"
+        )
     if guidance_scale != 1.0 and null_cond is None:
         raise ValueError("guidance_scale != 1 needs null_cond (the unconditional label/embedding)")
 

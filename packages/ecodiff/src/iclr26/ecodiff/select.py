@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -83,7 +83,11 @@ def select(
         ``{unit key: bool tensor (size,)}``, True = keep. Ties broken by module order then
         unit index (deterministic).
     """
-    if not isinstance(sparsity, int | float) or isinstance(sparsity, bool) or not math.isfinite(sparsity):
+    if (
+        not isinstance(sparsity, int | float)
+        or isinstance(sparsity, bool)
+        or not math.isfinite(sparsity)
+    ):
         raise ValueError(f"sparsity must be a number in [0, 1), got {sparsity!r}")
     if not 0 <= sparsity < 1:
         raise ValueError(f"sparsity must be in [0, 1), got {sparsity}")
@@ -96,14 +100,22 @@ def select(
     if total_params is not None:
         if budget != "params":
             raise ValueError("total_params only applies to budget='params'")
-        if isinstance(total_params, bool) or not isinstance(total_params, int) or total_params < pool:
-            raise ValueError(f"total_params must be an int >= the prunable pool ({pool}), got {total_params!r}")
+        if (
+            isinstance(total_params, bool)
+            or not isinstance(total_params, int)
+            or total_params < pool
+        ):
+            raise ValueError(
+                f"total_params must be an int >= the prunable pool ({pool}), got {total_params!r}"
+            )
     keep = {u.key: torch.ones(u.size, dtype=torch.bool) for u in units}
     if scope == "global":
         ref = pool if total_params is None else total_params
         target = round(sparsity * ref)
         if target > pool:
-            raise ValueError(f"sparsity {sparsity} asks to remove {target} of {ref} but only {pool} are prunable")
+            raise ValueError(
+                f"sparsity {sparsity} asks to remove {target} of {ref} but only {pool} are prunable"
+            )
         entries = []
         for gi, u in enumerate(units):
             s = scores.logits[u.key].detach().double().cpu().tolist()
@@ -119,7 +131,9 @@ def select(
             keep[key][i] = False
             removed += cost
         if exact and removed != target:
-            raise ValueError(f"budget of {target} cannot be met exactly with these units (got {removed})")
+            raise ValueError(
+                f"budget of {target} cannot be met exactly with these units (got {removed})"
+            )
         return keep
     for u in units:
         n_remove = round(sparsity * u.size)

@@ -13,7 +13,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["REGIMES", "load_toy", "tiny_dit", "tiny_flux", "tiny_unet", "toy_scheduler", "train_toy"]
+__all__ = [
+    "REGIMES",
+    "load_toy",
+    "tiny_dit",
+    "tiny_flux",
+    "tiny_unet",
+    "toy_scheduler",
+    "train_toy",
+]
 
 log = logging.getLogger(__name__)
 

@@ -100,7 +100,9 @@ def linear_pair_unit(model: nn.Module, producer: str, consumer: str, name: str |
             f"producer {producer} has {p.out_features} outputs but consumer {consumer} "
             f"takes {c.in_features} inputs"
         )
-    return _make(model, name or producer, "ffn", p.out_features, 1, [(producer, 0)], [(consumer, 0)])
+    return _make(
+        model, name or producer, "ffn", p.out_features, 1, [(producer, 0)], [(consumer, 0)]
+    )
 
 
 def _join(*parts: str) -> str:
