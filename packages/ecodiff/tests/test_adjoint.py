@@ -46,6 +46,7 @@ def test_stateful_schedulers_are_refused():
         from_scheduler(FlowMatchEulerDiscreteScheduler(stochastic_sampling=True), 5)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("name", ["ddim", "euler", "flow"])
 @pytest.mark.parametrize("gate", ["hard_concrete", "sigmoid"])
 def test_checkpointed_gradient_equals_bptt(dit, name, gate):
@@ -117,3 +118,22 @@ def test_saved_memory_is_constant_in_steps_with_checkpointing(dit):
                 peaks[(T, ck)] = meter.peak
     assert peaks[(40, True)] / peaks[(5, True)] < 1.5
     assert peaks[(40, False)] / peaks[(5, False)] > 5
+
+
+def test_bf16_model_keeps_float32_logits_with_gradients(make_dit):
+    model = make_dit(dtype=torch.bfloat16)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    units = find_prunable_units(model)
+    masked = MaskedModel(model, units, init_logit=1.0)
+    assert all(p.dtype == torch.float32 for p in masked.parameters())
+    sampler = from_scheduler(SCHEDULERS["ddim"](), 3)
+    fn = diffusers_model_fn(model)
+    z = torch.randn(2, 1, 8, 8, dtype=torch.bfloat16)
+    with masked:
+        _, grads, z0 = trajectory_grad(lambda zz, k: sampler.step(fn, zz, k, torch.tensor([1, 2])),
+                                       z, 3, lambda zz: zz.float().pow(2).mean(),
+                                       list(masked.parameters()))  # fmt: skip
+    assert z0.dtype == torch.bfloat16
+    assert all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+    assert any(float(g.abs().sum()) > 0 for g in grads)

@@ -79,7 +79,8 @@ class MaskedModel(nn.Module):
         self.noise = noise
         ref = next(model.parameters(), None)
         device = ref.device if ref is not None else torch.device("cpu")
-        dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
+        # logits stay in float32 for bf16/fp16 models (the gate is cast to the activations' dtype)
+        dtype = torch.float64 if ref is not None and ref.dtype == torch.float64 else torch.float32
         self.logits = nn.ParameterDict(
             {
                 u.key: nn.Parameter(

@@ -89,7 +89,8 @@ class MarkovSampler:
     def step(self, model_fn: ModelFn, z: torch.Tensor, k: int, cond: Any = None) -> torch.Tensor:
         """One sampler step ``Φ_k``: a pure function of ``(z, k, cond)``."""
         self._check_k(k)
-        t = torch.full((z.shape[0],), self.timesteps[k], dtype=z.dtype, device=z.device)
+        tdtype = torch.float32 if z.dtype in (torch.float16, torch.bfloat16) else z.dtype
+        t = torch.full((z.shape[0],), self.timesteps[k], dtype=tdtype, device=z.device)
         return self.update(z, model_fn(self.model_input(z, k), t, cond), k)
 
     def sample(self, model_fn: ModelFn, z: torch.Tensor, cond: Any = None) -> torch.Tensor:
