@@ -1,0 +1,393 @@
+"""``reproduce`` and ``bench``: EcoDiff on a tiny class-conditional DiT trained on 8×8 digits.
+
+E1: equal-sparsity quality (EcoDiff end-to-end vs its per-step ablation, magnitude, Taylor and
+random, all through one :func:`select`); E2: saved-for-backward bytes vs the number of steps with
+and without time-step checkpointing; E4 (default run): a sparsity sweep from one learned score;
+the flow-matching regime (default run). ``bench`` adds wall time per mask update (checkpointed vs
+BPTT) and the measured latency of the materialised model.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from iclr26.ecodiff.adjoint import SavedTensorMeter, trajectory_grad
+from iclr26.ecodiff.baselines import magnitude_scores, random_scores, taylor_scores
+from iclr26.ecodiff.data import digits_split
+from iclr26.ecodiff.learn import EcoDiffConfig, learn_masks
+from iclr26.ecodiff.masking import MaskedModel
+from iclr26.ecodiff.materialize import materialize
+from iclr26.ecodiff.metrics import DigitsJudge, mse, psnr
+from iclr26.ecodiff.sampler import diffusers_model_fn, from_scheduler
+from iclr26.ecodiff.select import count_params, select
+from iclr26.ecodiff.toy import load_toy, toy_scheduler
+from iclr26.ecodiff.units import find_prunable_units
+
+__all__ = ["bench", "reproduce", "toy_config"]
+
+log = logging.getLogger(__name__)
+PACKAGE = "iclr26-ecodiff"
+CLAIM = (
+    "End-to-end mask learning through the whole sampler prunes ~20 % of a diffusion/flow "
+    "transformer's parameters with no retraining and keeps its samples closer to the dense "
+    "model's than magnitude, Taylor, random and local-objective pruning at equal sparsity, with "
+    "saved-activation memory constant in the number of sampling steps."
+)
+
+
+def toy_config(quick: bool, seed: int) -> EcoDiffConfig:
+    """Mask-learning settings for the toy (official DiT config where it applies)."""
+    return EcoDiffConfig(
+        epochs=3 if quick else 4, lr_attn=0.5, lr_ffn=0.5, warmup=2, beta=1.0, reg="l2",
+        init_logit=3.0, noise_eps=0.5, grad_accum=1, checkpoint=True, seed=seed,
+    )  # fmt: skip
+
+
+def _calibration(n: int, batch: int, seed: int, sigma: float = 1.0):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(0, n, batch):
+        z = torch.randn(batch, 1, 8, 8, generator=gen) * sigma
+        y = torch.randint(0, 10, (batch,), generator=gen)
+        out.append((z, y))
+    return out
+
+
+def _denoise_losses(x, regime, n_batches, batch, seed, model):
+    """Closures of the training loss on real digits at random timesteps (for Taylor)."""
+    gen = torch.Generator().manual_seed(seed + 7)
+    ac = toy_scheduler("ddpm").alphas_cumprod.float() if regime == "ddpm" else None
+    fn = diffusers_model_fn(model)
+    xs, ys = x
+
+    def make(i):
+        idx = torch.randint(0, len(ys), (batch,), generator=gen)
+        x0, c = xs[idx], ys[idx]
+        noise = torch.randn(x0.shape, generator=gen)
+        if regime == "ddpm":
+            t = torch.randint(0, 1000, (batch,), generator=gen)
+            a = ac[t].view(-1, 1, 1, 1)
+            xt, target, tt = a.sqrt() * x0 + (1 - a).sqrt() * noise, noise, t.float()
+        else:
+            s = torch.rand(batch, generator=gen)
+            sv = s.view(-1, 1, 1, 1)
+            xt, target, tt = (1 - sv) * x0 + sv * noise, noise - x0, s * 1000
+
+        return lambda: (fn(xt, tt, c) - target).pow(2).mean()
+
+    return [make(i) for i in range(n_batches)]
+
+
+def _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_ref):
+    masked = MaskedModel(model, units)
+    with torch.no_grad(), masked, masked.use("keep", keep):
+        out = sampler.sample(fn, z, y)
+    return out, {
+        "MSE to dense": mse(out, dense),
+        "PSNR dB": psnr(out, dense),
+        "class acc": judge.accuracy(out, y),
+        "feature FD": judge.frechet(out, x_ref),
+    }
+
+
+def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities, report_rows,
+             n_random: int) -> dict[str, Any]:  # fmt: skip
+    model = load_toy(regime)
+    units = find_prunable_units(model)
+    T = 10 if quick else 25 if regime == "ddpm" else 10
+    sampler = from_scheduler(toy_scheduler(regime), T)
+    fn = diffusers_model_fn(model)
+    x_tr, y_tr, x_te, _y_te = digits_split(seed)
+    judge = DigitsJudge(x_tr, y_tr, seed=seed)
+    n_cal = 32 if quick else 64
+    cal = _calibration(n_cal, 4, seed + 1, sampler.init_noise_sigma)
+    n_eval = 128 if quick else 512
+    gen = torch.Generator().manual_seed(seed + 2)
+    z = torch.randn(n_eval, 1, 8, 8, generator=gen) * sampler.init_noise_sigma
+    y = torch.arange(n_eval) % 10
+    with torch.no_grad():
+        dense = sampler.sample(fn, z, y)
+    total = count_params(model)["total"]
+    cfg = toy_config(quick, seed)
+    t0 = time.perf_counter()
+    e2e = learn_masks(model, sampler, cal, units=units, config=cfg, progress=progress)
+    t_e2e = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    local_cfg = toy_config(quick, seed)
+    local_cfg.objective = "local"
+    local = learn_masks(model, sampler, cal, units=units, config=local_cfg, progress=progress)
+    t_local = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    taylor = taylor_scores(model, units, _denoise_losses((x_tr, y_tr), regime, 8, 64, seed, model))
+    t_taylor = time.perf_counter() - t0
+    methods = {
+        "EcoDiff (end-to-end)": (e2e, t_e2e),
+        "EcoDiff-local (per-step)": (local, t_local),
+        "Taylor (Diff-Pruning criterion)": (taylor, t_taylor),
+        "magnitude": (magnitude_scores(model, units), 0.0),
+    }
+    results: dict[str, Any] = {"dense": {"class acc": judge.accuracy(dense, y),
+                                         "feature FD": judge.frechet(dense, x_te)}}  # fmt: skip
+    report_rows.append({"regime": regime, "sparsity": 0.0, "method": "dense",
+                        "params": total, **results["dense"]})  # fmt: skip
+    samples = {"dense": dense}
+    for sp in sparsities:
+        for name, (scores, secs) in methods.items():
+            keep = select(scores, sp, total_params=total)
+            out, m = _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_te)
+            pruned = total - sum(u.params_per_unit * int((~keep[u.key]).sum()) for u in units)
+            row = {"regime": regime, "sparsity": sp, "method": name, "params": pruned, **m,
+                   "score time s": secs}  # fmt: skip
+            report_rows.append(row)
+            results[(name, sp)] = row
+            if sp == sparsities[0]:
+                samples[name] = out
+        rand = []
+        for r in range(n_random):
+            keep = select(random_scores(units, seed=seed * 100 + r), sp, total_params=total)
+            rand.append(_evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_te)[1])
+        row = {"regime": regime, "sparsity": sp, "method": f"random (mean of {n_random})",
+               **{k: statistics.fmean(r[k] for r in rand) for k in rand[0]}}  # fmt: skip
+        report_rows.append(row)
+        results[("random", sp)] = row
+    results["samples"] = samples
+    results["y"] = y
+    results["history"] = e2e.history
+    results["units"] = units
+    results["model"] = model
+    results["e2e"] = e2e
+    results["total"] = total
+    return results
+
+
+def _memory_rows(steps_list, seed: int) -> list[dict]:
+    model = load_toy("ddpm")
+    units = find_prunable_units(model)
+    fn = diffusers_model_fn(model)
+    rows = []
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(4, 1, 8, 8, generator=gen)
+    y = torch.arange(4)
+    masked = MaskedModel(model, units)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with masked:
+        masked.resample_noise(torch.Generator().manual_seed(seed))
+        for T in steps_list:
+            sampler = from_scheduler(toy_scheduler("ddpm"), T)
+            row = {"T": T}
+            for ck in (True, False):
+                meter = SavedTensorMeter()
+                trajectory_grad(lambda zz, k, s=sampler: s.step(fn, zz, k, y), z, T,
+                                lambda zz: zz.pow(2).mean(), list(masked.parameters()),
+                                checkpoint=ck, meter=meter)  # fmt: skip
+                row["checkpointed MiB" if ck else "BPTT MiB"] = meter.peak / 2**20
+            rows.append(row)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return rows
+
+
+def _grid_figure(res: dict, title: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = res["samples"]
+    y = res["y"]
+    idx = [int((y == c).nonzero()[0]) for c in range(10)]
+    fig, axes = plt.subplots(len(samples), 10, figsize=(10, 1.1 * len(samples) + 0.4))
+    for r, (name, s) in enumerate(samples.items()):
+        for c, i in enumerate(idx):
+            ax = axes[r, c]
+            ax.imshow(s[i, 0].clamp(-1, 1).numpy(), cmap="gray_r", vmin=-1, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel(name.split(" (")[0], rotation=0, ha="right", va="center", fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _memory_figure(rows):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    Ts = [r["T"] for r in rows]
+    ax.plot(Ts, [r["BPTT MiB"] for r in rows], "o-", label="BPTT (naive)")
+    ax.plot(Ts, [r["checkpointed MiB"] for r in rows], "s-", label="time-step checkpointing")
+    ax.set_xlabel("sampling steps T")
+    ax.set_ylabel("peak saved-for-backward MiB")
+    ax.legend()
+    ax.set_title("Memory of one mask-gradient evaluation (batch 4)")
+    fig.tight_layout()
+    return fig
+
+
+def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
+    """The headline experiment at toy scale (E1, E2; default run adds E4 and the flow regime)."""
+    from iclr26.shared import Report
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    sparsities = [0.2] if quick else [0.2, 0.1, 0.3, 0.4]
+    regimes = ["ddpm"] if quick else ["ddpm", "flow"]
+    report = Report(PACKAGE, "reproduce", CLAIM, seed=seed, backends=["torch", "diffusers"],
+                    config={"quick": quick, "sparsities": sparsities, "regimes": regimes,
+                            "mask_learning": vars(toy_config(quick, seed))})  # fmt: skip
+    rows: list[dict] = []
+    results = {}
+    for regime in regimes:
+        results[regime] = _compare(regime, quick=quick, seed=seed, progress=progress,
+                                   sparsities=sparsities, report_rows=rows,
+                                   n_random=2 if quick else 5)  # fmt: skip
+    report.add_table("E1/E4: equal-sparsity quality, no retraining (sparsity = fraction of all "
+                     "model parameters removed)", rows,
+                     ["regime", "sparsity", "method", "params", "MSE to dense", "PSNR dB",
+                      "class acc", "feature FD", "score time s"])  # fmt: skip
+    for regime, res in results.items():
+        e = res[("EcoDiff (end-to-end)", 0.2)]
+        for other in (
+            "EcoDiff-local (per-step)",
+            "Taylor (Diff-Pruning criterion)",
+            "magnitude",
+            "random",
+        ):
+            o = res[(other, 0.2)]
+            report.check(
+                f"{regime}, 20 %: EcoDiff MSE to dense < {other.split(' (')[0]}",
+                e["MSE to dense"] < o["MSE to dense"],
+                f"{e['MSE to dense']:.4g} vs {o['MSE to dense']:.4g}",
+            )
+        report.metric(f"{regime} MSE@20% EcoDiff", e["MSE to dense"])
+        report.metric(f"{regime} MSE@20% magnitude", res[("magnitude", 0.2)]["MSE to dense"])
+        report.metric(f"{regime} acc@20% EcoDiff (dense {res['dense']['class acc']:.3f})",
+                      e["class acc"])  # fmt: skip
+        report.add_figure(f"samples_{regime}", _grid_figure(
+            res, f"{regime}: dense vs pruned at 20 % parameters (same noise, same class)"))  # fmt: skip
+    mem = _memory_rows([5, 10, 20] if quick else [5, 10, 20, 40], seed)
+    report.add_table("E2: peak saved-for-backward memory vs sampling steps", mem)
+    ck = mem[-1]["checkpointed MiB"] / mem[0]["checkpointed MiB"]
+    naive = mem[-1]["BPTT MiB"] / mem[0]["BPTT MiB"]
+    span = mem[-1]["T"] / mem[0]["T"]
+    report.check(f"checkpointed memory at T={mem[-1]['T']} within 1.5x of T={mem[0]['T']}",
+                 ck < 1.5, f"ratio {ck:.3f}")  # fmt: skip
+    report.check(
+        "BPTT memory grows ~linearly in T",
+        naive > 0.8 * span,
+        f"ratio {naive:.2f} for {span:g}x steps",
+    )
+    report.metric("memory ratio checkpointed (T max/min)", ck)
+    report.metric("memory ratio BPTT (T max/min)", naive)
+    report.add_figure("memory_vs_steps", _memory_figure(mem))
+    report.note("Toy scale: a 0.39 M-parameter diffusers DiTTransformer2DModel trained here on "
+                "8x8 scikit-learn digits; 'feature FD' is a Frechet distance in the hidden layer of "
+                "a small digits MLP, not FID. MSE/PSNR compare pruned and dense final samples from "
+                "the same noise and class.")  # fmt: skip
+    report.note("Mask learning uses the official DiT config's beta=1, L2 regulariser, lr 0.5, "
+                "but init logit 3 (not 10) and one calibration batch per update, so that a few "
+                "CPU-minutes of training suffice.")  # fmt: skip
+    return report
+
+
+def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
+    """Cost of time-step checkpointing vs BPTT and latency of the materialised pruned model."""
+    from iclr26.shared import Report
+
+    torch.set_num_threads(1)
+    report = Report(PACKAGE, "bench", "Time-step checkpointing costs about one extra forward per "
+                    "step (<= 2.2x BPTT wall time) and the materialised 20 %-sparse model runs "
+                    "faster than the dense one (<= 0.85x latency).", seed=seed,
+                    backends=["torch", "diffusers"], config={"quick": quick})  # fmt: skip
+    model = load_toy("ddpm")
+    units = find_prunable_units(model)
+    fn = diffusers_model_fn(model)
+    T = 10
+    sampler = from_scheduler(toy_scheduler("ddpm"), T)
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(4, 1, 8, 8, generator=gen)
+    y = torch.arange(4)
+    masked = MaskedModel(model, units)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    reps = 3 if quick else 7
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with masked:
+        masked.resample_noise(torch.Generator().manual_seed(seed))
+        for _ in range(reps):
+            for ck in (True, False):
+                t0 = time.perf_counter()
+                trajectory_grad(lambda zz, k: sampler.step(fn, zz, k, y), z, T,
+                                lambda zz: zz.pow(2).mean(), list(masked.parameters()),
+                                checkpoint=ck)  # fmt: skip
+                times[ck].append(time.perf_counter() - t0)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    ratios = [a / b for a, b in zip(times[True], times[False], strict=True)]
+    rows = [{"quantity": "wall per mask gradient, checkpointed / BPTT (T=10, batch 4)",
+             "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+             "repeats": reps}]  # fmt: skip
+    # latency of the materialised model (EcoDiff scores from a short run)
+    total = count_params(model)["total"]
+    cal = _calibration(8, 4, seed + 1)
+    scores = learn_masks(
+        model, sampler, cal, units=units, config=toy_config(True, seed), progress=progress
+    )
+    lat_rows = []
+    batch = torch.randn(64, 1, 8, 8, generator=gen)
+    yb = torch.arange(64) % 10
+    tb = torch.full((64,), 500.0)
+    for sp in (0.2, 0.4):
+        keep = select(scores, sp, total_params=total)
+        pruned = materialize(model, units, keep)
+        fp = diffusers_model_fn(pruned)
+        lat = []
+        with torch.no_grad():
+            for _ in range(reps * 3):
+                t0 = time.perf_counter()
+                fn(batch, tb, yb)
+                td = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                fp(batch, tb, yb)
+                lat.append((time.perf_counter() - t0) / td)
+        lat_rows.append({"sparsity": sp, "params": count_params(pruned)["total"], "dense params": total,
+                         "latency ratio median": statistics.median(lat), "min": min(lat),
+                         "max": max(lat)})  # fmt: skip
+    rows.append({"quantity": "latency pruned / dense at 20 % (batch 64, one forward)",
+                 "median": lat_rows[0]["latency ratio median"], "min": lat_rows[0]["min"],
+                 "max": lat_rows[0]["max"], "repeats": reps * 3})  # fmt: skip
+    report.add_table("Ratios (same run, interleaved)", rows)
+    report.add_table("Materialised models", lat_rows)
+    report.check(
+        "checkpointed wall time <= 2.2x BPTT",
+        rows[0]["median"] <= 2.2,
+        f"median {rows[0]['median']:.2f}",
+    )
+    report.check(
+        "20 % pruned latency <= 0.85x dense",
+        rows[1]["median"] <= 0.85,
+        f"median {rows[1]['median']:.2f}",
+    )
+    report.metric("checkpoint/BPTT wall", rows[0]["median"])
+    report.metric("pruned/dense latency @20%", rows[1]["median"])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.boxplot([ratios, [lat_rows[0]["latency ratio median"]]])
+    ax.set_xticks([1, 2], ["ckpt / BPTT wall", "pruned / dense latency"])
+    ax.axhline(1.0, color="gray", lw=0.5)
+    fig.tight_layout()
+    report.add_figure("ratios", fig)
+    return report

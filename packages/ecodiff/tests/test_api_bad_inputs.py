@@ -1,0 +1,194 @@
+"""Every function in the README's API table refuses bad input with a named error."""
+
+import pytest
+import torch
+from diffusers import DDIMScheduler
+from torch import nn
+
+from iclr26.ecodiff import (
+    EcoDiffConfig,
+    MaskedModel,
+    MaskScores,
+    diffusers_model_fn,
+    find_prunable_units,
+    from_scheduler,
+    learn_masks,
+    linear_pair_unit,
+    load_toy,
+    magnitude_scores,
+    materialize,
+    random_scores,
+    regularizer,
+    select,
+    trajectory_grad,
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    from iclr26.ecodiff.toy import tiny_dit
+
+    return tiny_dit().eval()
+
+
+def _cases(model):
+    units = find_prunable_units(model)
+    scores = random_scores(units)
+    sampler = from_scheduler(DDIMScheduler(), 2)
+    good_keep = {u.key: torch.ones(u.size, dtype=torch.bool) for u in units}
+    int_keep = {**good_keep, units[0].key: torch.ones(units[0].size, dtype=torch.int64)}
+    short_keep = {**good_keep, units[0].key: torch.ones(1, dtype=torch.bool)}
+    p = torch.zeros(3, requires_grad=True)
+    nan_logits = {**scores.logits, units[0].key: torch.full((units[0].size,), float("nan"))}
+    return [
+        ("find_prunable_units", lambda: find_prunable_units("model"), TypeError, "model"),
+        (
+            "find_prunable_units",
+            lambda: find_prunable_units(model, kinds=("conv",)),
+            ValueError,
+            "kinds",
+        ),
+        (
+            "find_prunable_units",
+            lambda: find_prunable_units(model, include="("),
+            ValueError,
+            "include",
+        ),
+        (
+            "find_prunable_units",
+            lambda: find_prunable_units(model, include="nothing"),
+            ValueError,
+            "no prunable",
+        ),
+        (
+            "linear_pair_unit",
+            lambda: linear_pair_unit(nn.Sequential(nn.Linear(2, 3), nn.Linear(4, 1)), "0", "1"),
+            ValueError,
+            "consumer",
+        ),
+        (
+            "linear_pair_unit",
+            lambda: linear_pair_unit(nn.Sequential(nn.ReLU(), nn.Linear(4, 1)), "0", "1"),
+            TypeError,
+            "nn.Linear",
+        ),
+        ("MaskedModel", lambda: MaskedModel(model, units, gate="relu"), ValueError, "gate"),
+        (
+            "MaskedModel",
+            lambda: MaskedModel(model, units, init_logit=float("nan")),
+            ValueError,
+            "init_logit",
+        ),
+        ("MaskedModel", lambda: MaskedModel(model, units, noise_eps=-1.0), ValueError, "noise_eps"),
+        ("MaskedModel", lambda: MaskedModel(model, units, noise="step"), ValueError, "noise"),
+        ("MaskedModel", lambda: MaskedModel(model, []), ValueError, "units"),
+        (
+            "MaskedModel.use",
+            lambda: MaskedModel(model, units).use("hard").__enter__(),
+            ValueError,
+            "mode",
+        ),
+        (
+            "MaskedModel.use",
+            lambda: MaskedModel(model, units).use("keep", int_keep).__enter__(),
+            TypeError,
+            "bool",
+        ),
+        ("from_scheduler", lambda: from_scheduler(DDIMScheduler(), 0), ValueError, "num_steps"),
+        ("from_scheduler", lambda: from_scheduler(object(), 5), ValueError, "stateless"),
+        (
+            "diffusers_model_fn",
+            lambda: diffusers_model_fn(model, guidance_scale=2.0),
+            ValueError,
+            "null_cond",
+        ),
+        ("diffusers_model_fn", lambda: diffusers_model_fn(lambda x: x), TypeError, "model"),
+        (
+            "trajectory_grad",
+            lambda: trajectory_grad(
+                lambda z, k: z, torch.zeros(2, dtype=torch.long), 2, torch.sum, [p]
+            ),
+            TypeError,
+            "z_T",
+        ),
+        (
+            "trajectory_grad",
+            lambda: trajectory_grad(
+                lambda z, k: z, torch.full((2,), float("inf")), 2, torch.sum, [p]
+            ),
+            ValueError,
+            "z_T",
+        ),
+        (
+            "trajectory_grad",
+            lambda: trajectory_grad(lambda z, k: z, torch.zeros(2), 0, torch.sum, [p]),
+            ValueError,
+            "num_steps",
+        ),
+        (
+            "trajectory_grad",
+            lambda: trajectory_grad(lambda z, k: z, torch.zeros(2), 2, torch.sum, [torch.zeros(2)]),
+            ValueError,
+            "params",
+        ),
+        ("EcoDiffConfig", lambda: EcoDiffConfig(epochs=1.5), TypeError, "epochs"),
+        ("EcoDiffConfig", lambda: EcoDiffConfig(lr_attn=0.0), ValueError, "lr_attn"),
+        ("EcoDiffConfig", lambda: EcoDiffConfig(beta=float("inf")), ValueError, "beta"),
+        ("EcoDiffConfig", lambda: EcoDiffConfig(reg="l3"), ValueError, "reg"),
+        ("EcoDiffConfig", lambda: EcoDiffConfig(objective="global"), ValueError, "objective"),
+        (
+            "learn_masks",
+            lambda: learn_masks(model, "ddim", [(torch.randn(1, 1, 8, 8), None)]),
+            TypeError,
+            "sampler",
+        ),
+        (
+            "learn_masks",
+            lambda: learn_masks(model, sampler, [(torch.randn(1, 1, 8, 8), None)], config={}),
+            TypeError,
+            "config",
+        ),
+        (
+            "learn_masks",
+            lambda: learn_masks(model, sampler, [torch.randn(1, 1, 8, 8)]),
+            ValueError,
+            "pair",
+        ),
+        ("MaskScores", lambda: MaskScores({}, units), ValueError, "logits lack"),
+        ("MaskScores", lambda: MaskScores(nan_logits, units), ValueError, "NaN"),
+        ("select", lambda: select(scores, 1.0), ValueError, "sparsity"),
+        ("select", lambda: select(scores, -0.1), ValueError, "sparsity"),
+        ("select", lambda: select(scores, float("nan")), ValueError, "sparsity"),
+        ("select", lambda: select(scores, 0.2, scope="layer"), ValueError, "scope"),
+        ("select", lambda: select(scores, 0.2, budget="flops"), ValueError, "budget"),
+        ("select", lambda: select(scores, 0.2, total_params=10), ValueError, "total_params"),
+        (
+            "select",
+            lambda: select(scores, 0.2, total_params=10**9 + 0.5),
+            ValueError,
+            "total_params",
+        ),
+        ("materialize", lambda: materialize(model, units, {}), ValueError, "keep lacks"),
+        ("materialize", lambda: materialize(model, units, short_keep), ValueError, "shape"),
+        ("materialize", lambda: materialize(model, [], good_keep), ValueError, "units"),
+        ("random_scores", lambda: random_scores(units, seed=-1), ValueError, "seed"),
+        ("random_scores", lambda: random_scores([]), ValueError, "units"),
+        ("magnitude_scores", lambda: magnitude_scores(model, []), ValueError, "units"),
+        ("regularizer", lambda: regularizer([], "l1"), ValueError, "logits"),
+        ("load_toy", lambda: load_toy("gan"), ValueError, "regime"),
+    ]
+
+
+def test_bad_inputs(model):
+    failures = []
+    for name, call, exc, text in _cases(model):
+        try:
+            call()
+        except exc as err:
+            if text.lower() not in str(err).lower():
+                failures.append(f"{name}: message {err!r} lacks {text!r}")
+        except Exception as err:
+            failures.append(f"{name}: raised {type(err).__name__}: {err}")
+        else:
+            failures.append(f"{name}: did not raise")
+    assert not failures, "\n".join(failures)
