@@ -15,7 +15,7 @@ __all__ = ["PRETRAIN_DEFAULTS", "load_pretrained", "pretrained_path"]
 
 #: Settings of the shipped checkpoints (short on purpose: the RL stage needs headroom).
 PRETRAIN_DEFAULTS = {
-    "sort8": {"steps": 300, "batch_size": 128, "lr": 2e-3, "seed": 0},
+    "sort8": {"steps": 150, "batch_size": 128, "lr": 2e-3, "seed": 0},
     "add3": {"steps": 300, "batch_size": 128, "lr": 2e-3, "seed": 0},
     "sudoku4": {"steps": 300, "batch_size": 128, "lr": 2e-3, "seed": 0},
 }

@@ -175,7 +175,7 @@ class Sudoku4(_Base):
     (any valid completion counts, unique or not); ``score`` = fraction of the 12 groups valid
     and givens kept."""
 
-    n_blanks: int = 8
+    n_blanks: int = 4
     name = "sudoku4"
     prompt_len = 17
     completion_len = 16

@@ -95,7 +95,7 @@ class MaskGRPOConfig:
     block_length: int | None = None
     sampling_steps: int | None = None
     temperature: float = 0.9
-    learning_rate: float = 3e-4
+    learning_rate: float = 5e-5
     weight_decay: float = 0.1
     adam_beta2: float = 0.99
     max_grad_norm: float = 0.2
@@ -231,17 +231,7 @@ class MaskGRPOTrainer:
             int(np.random.SeedSequence([cfg.seed, step, 2]).generate_state(1)[0])
         )
         self.policy.eval()
-        if cfg.sampler == "low_confidence":
-            return low_confidence_block_sample(
-                self.policy, reps, task.completion_len, task.mask_id,
-                block_length=cfg.block_length, steps=cfg.sampling_steps,
-                temperature=cfg.temperature, generator=g,
-            )  # fmt: skip
-        fn = emerge_sample if cfg.sampler == "emerge" else maskgit_sample
-        return fn(
-            self.policy, reps, task.completion_len, task.mask_id,
-            steps=cfg.sampling_steps or 12, temperature=cfg.temperature, generator=g,
-        )  # fmt: skip
+        return _sample(self.policy, reps, task, cfg, g)
 
     def _rewards(self, prompts: torch.Tensor, completions: torch.Tensor) -> torch.Tensor:
         r = self.task.reward(prompts, completions)
@@ -262,21 +252,44 @@ class MaskGRPOTrainer:
         Returns the step's metrics: ``reward``, ``reward_std``, ``zero_std_frac``, ``clip_frac``,
         ``kl``, ``loss``, ``masked_frac``, ``rollout_s``, ``update_s``, ``step_s``.
         """
-        cfg, task = self.config, self.task
+        task = self.task
         if not isinstance(prompts, torch.Tensor) or prompts.dtype != torch.long:
             raise TypeError("prompts must be a torch.LongTensor")
         if prompts.ndim != 2 or prompts.shape[1] != task.prompt_len or prompts.shape[0] == 0:
             raise ValueError(
                 f"prompts must be (num_prompts >= 1, {task.prompt_len}), got {tuple(prompts.shape)}"
             )
-        step, m = self.step_count, cfg.num_iterations
         t0 = time.perf_counter()
-        seqs = self.rollout(prompts, step)
+        seqs = self.rollout(prompts, self.step_count)
         p = task.prompt_len
         rewards = self._rewards(seqs[:, :p].cpu(), seqs[:, p:].cpu())
-        adv = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).float().to(self.device)
-        groups = rewards.view(-1, cfg.num_generations)
         t1 = time.perf_counter()
+        rec = self.update(seqs, rewards)
+        t2 = time.perf_counter()
+        return {**rec, "rollout_s": t1 - t0, "update_s": t2 - t1, "step_s": t2 - t0}
+
+    def update(self, seqs: torch.Tensor, rewards: torch.Tensor) -> dict[str, float]:
+        """The M inner policy updates of one step on given rollouts (advances ``step_count``).
+
+        Args:
+            seqs: (P·G, prompt_len + L) long rollouts, groups of G contiguous.
+            rewards: (P·G,) rewards.
+        """
+        cfg, task = self.config, self.task
+        if not isinstance(seqs, torch.Tensor) or seqs.dtype != torch.long or seqs.ndim != 2:
+            raise TypeError("seqs must be a (batch, length) torch.LongTensor")
+        if seqs.shape[1] != task.prompt_len + task.completion_len:
+            raise ValueError(
+                f"seqs must have length prompt_len + completion_len = "
+                f"{task.prompt_len + task.completion_len}, got {seqs.shape[1]}"
+            )
+        step, m, p = self.step_count, cfg.num_iterations, task.prompt_len
+        rewards = torch.as_tensor(rewards).double().cpu()
+        adv = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
+        if adv.shape[0] != seqs.shape[0]:
+            raise ValueError(f"rewards has {adv.shape[0]} entries for {seqs.shape[0]} rollouts")
+        adv = adv.float().to(self.device)
+        groups = rewards.view(-1, cfg.num_generations)
 
         # inputs of every iteration; the old and reference passes are batched over the M masks
         old_in = [build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 0) for mu in range(m)]
@@ -284,18 +297,18 @@ class MaskGRPOTrainer:
             old_in if cfg.fixed_mask_seeds
             else [build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 1) for mu in range(m)]
         )  # fmt: skip
-        all_noised = torch.cat([x for x, _ in old_in])
         all_targets = seqs.repeat(m, 1)
         n = seqs.shape[0]
         with torch.no_grad():
             old_logps = None
             if m > 1:  # with M = 1 the old log-probs are the detached current ones
                 self.policy.eval()
-                old_logps = masked_token_logps(self.policy, all_noised, all_targets, p).view(m, n, -1)
+                all_old = torch.cat([x for x, _ in old_in])
+                old_logps = masked_token_logps(self.policy, all_old, all_targets, p).view(m, n, -1)
             ref_logps = None
             if cfg.beta > 0:
-                ref_noised = torch.cat([x for x, _ in cur_in]) if not cfg.fixed_mask_seeds else all_noised
-                ref_logps = masked_token_logps(self.ref_policy, ref_noised, all_targets, p).view(m, n, -1)
+                all_cur = torch.cat([x for x, _ in cur_in])
+                ref_logps = masked_token_logps(self.ref_policy, all_cur, all_targets, p).view(m, n, -1)
         masks = torch.stack([mk for _, mk in cur_in])
         if not cfg.fixed_mask_seeds:
             masks = masks & torch.stack([mk for _, mk in old_in])
@@ -307,10 +320,7 @@ class MaskGRPOTrainer:
             logps = masked_token_logps(self.policy, cur_in[mu][0], seqs, p)
             old = logps.detach() if old_logps is None else old_logps[mu]
             ref = None if ref_logps is None else ref_logps[mu]
-            if cfg.credit == "masked":
-                w = masks[mu]
-            else:
-                w = stacked
+            w = masks[mu] if cfg.credit == "masked" else stacked
             if cfg.clip_mode == "grpo":
                 loss, st = clipped_surrogate(
                     logps, old, adv, w, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
@@ -329,7 +339,6 @@ class MaskGRPOTrainer:
         self.step_count += 1
         if cfg.ref_sync_steps and self.step_count % cfg.ref_sync_steps == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
-        t2 = time.perf_counter()
         return {
             "step": step,
             "reward": float(rewards.mean()),
@@ -337,23 +346,29 @@ class MaskGRPOTrainer:
             "zero_std_frac": float((groups.amax(1) == groups.amin(1)).double().mean()),
             "masked_frac": float(masks.float().mean()),
             **stats,
-            "rollout_s": t1 - t0,
-            "update_s": t2 - t1,
-            "step_s": t2 - t0,
         }
 
     # --- evaluation, training loop, checkpoints ------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, prompts: torch.Tensor, temperature: float = 0.0) -> float:
-        """Mean reward of one greedy (``temperature=0``) low-confidence completion per prompt."""
+    def evaluate(self, prompts: torch.Tensor, samples: int = 4, greedy: bool = False) -> float:
+        """Held-out success: mean reward of ``samples`` rollouts per prompt drawn with the
+        training sampler and temperature from a fixed seed (``greedy``: one temperature-0
+        low-confidence decode per prompt instead)."""
         task = self.task
+        check_int(samples, "samples", low=1)
+        if not isinstance(prompts, torch.Tensor) or prompts.dtype != torch.long or prompts.ndim != 2:
+            raise TypeError("prompts must be a (num_prompts, prompt_len) torch.LongTensor")
         self.policy.eval()
-        seqs = low_confidence_block_sample(
-            self.policy, prompts.to(self.device), task.completion_len, task.mask_id,
-            block_length=self.config.block_length, steps=self.config.sampling_steps,
-            temperature=temperature, generator=0,
-        )  # fmt: skip
         p = task.prompt_len
+        if greedy:
+            seqs = low_confidence_block_sample(
+                self.policy, prompts.to(self.device), task.completion_len, task.mask_id,
+                block_length=self.config.block_length, steps=self.config.sampling_steps,
+                temperature=0.0, generator=0,
+            )  # fmt: skip
+        else:
+            reps = prompts.to(self.device).repeat_interleave(samples, 0)
+            seqs = _sample(self.policy, reps, task, self.config, torch.Generator().manual_seed(0))
         return float(self._rewards(seqs[:, :p].cpu(), seqs[:, p:].cpu()).mean())
 
     def train(
@@ -449,3 +464,19 @@ class MaskGRPOTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count = int(state["step"])
         return self.step_count
+
+
+
+def _sample(
+    policy: nn.Module, reps: torch.Tensor, task: Task, cfg: MaskGRPOConfig, g: torch.Generator
+) -> torch.Tensor:
+    if cfg.sampler == "low_confidence":
+        return low_confidence_block_sample(
+            policy, reps, task.completion_len, task.mask_id, block_length=cfg.block_length,
+            steps=cfg.sampling_steps, temperature=cfg.temperature, generator=g,
+        )  # fmt: skip
+    fn = emerge_sample if cfg.sampler == "emerge" else maskgit_sample
+    return fn(
+        policy, reps, task.completion_len, task.mask_id, steps=cfg.sampling_steps or 12,
+        temperature=cfg.temperature, generator=g,
+    )  # fmt: skip
