@@ -7,7 +7,23 @@ from iclr26.maskgrpo.cli import main
 
 def test_pretrain_and_train_resume(tmp_path, capsys):
     w = tmp_path / "m.safetensors"
-    assert main(["pretrain-toy", "--task", "add3", "--steps", "3", "--batch-size", "8", "--out", str(w), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "pretrain-toy",
+                "--task",
+                "add3",
+                "--steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--out",
+                str(w),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert w.is_file()
     ck, log = tmp_path / "ck.pt", tmp_path / "log.jsonl"
     args = ["train", "--task", "add3", "--init", str(w), "--prompts", "2", "--generations", "2",
@@ -25,7 +41,13 @@ def test_cli_bad_arguments(tmp_path, capsys):
     for argv in (
         ["train", "--checkpoint", str(tmp_path / "c.pt"), "--generations", "1"],
         ["train", "--checkpoint", str(tmp_path / "c.pt"), "--min-mask-rate", "1"],
-        ["train", "--checkpoint", str(tmp_path / "c.pt"), "--init", str(tmp_path / "missing.safetensors")],
+        [
+            "train",
+            "--checkpoint",
+            str(tmp_path / "c.pt"),
+            "--init",
+            str(tmp_path / "missing.safetensors"),
+        ],
         ["pretrain-toy", "--task", "chess", "--out", "x"],
         ["reproduce", "--seed", "-1"],
     ):

@@ -1,5 +1,6 @@
 """Schedule, re-masking statistics and seed sharing of the MaskGRPO estimator (spec §5.5)."""
 
+import itertools
 import math
 
 import pytest
@@ -65,7 +66,7 @@ def test_ar_like_remask_statistics(t):
     assert abs(frac - t) < 3 * math.sqrt(var) + 1e-12
     # per-position probabilities non-decreasing in position, and matched empirically
     want = (1 - q).numpy()
-    assert all(a <= b + 1e-12 for a, b in zip(want, want[1:], strict=False))
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(want))
     emp = mask.double().mean(0).numpy()
     sd = (want * (1 - want) / n_draws) ** 0.5
     assert (abs(emp - want) <= 4 * sd + 1e-9).all()

@@ -61,9 +61,12 @@ def test_masked_only_credit(estimator):
     pol = FixedLogits(*seqs.shape, v)
     cfg = MaskGRPOConfig(estimator=estimator, num_iterations=4)
     noised, mask = build_estimator_inputs(seqs, p, 12, cfg, 0, 0)
-    assert mask.any() and (~mask).any()
+    assert mask.any()
+    assert (~mask).any()
     logps = masked_token_logps(pol, noised, seqs, p)
-    old = logps.detach() + 0.05 * torch.randn(logps.shape, dtype=logps.dtype, generator=torch.Generator().manual_seed(1))
+    old = logps.detach() + 0.05 * torch.randn(
+        logps.shape, dtype=logps.dtype, generator=torch.Generator().manual_seed(1)
+    )
     ref = logps.detach() - 0.1
     loss, _ = clipped_surrogate(logps, old, adv, mask, ref_logps=ref, beta=0.04)
     (g,) = torch.autograd.grad(loss, pol.logits, retain_graph=True)
@@ -72,7 +75,9 @@ def test_masked_only_credit(estimator):
     assert (gn[:, p:][~mask] == 0).all()  # visible completion positions: exactly zero
     assert (gn[:, p:][mask] > 0).all()
     # the released "stacked" credit (and a d1-style all-token loss) does touch visible tokens
-    loss_all, _ = clipped_surrogate(logps, old, adv, torch.ones_like(mask), ref_logps=ref, beta=0.04)
+    loss_all, _ = clipped_surrogate(
+        logps, old, adv, torch.ones_like(mask), ref_logps=ref, beta=0.04
+    )
     (g_all,) = torch.autograd.grad(loss_all, pol.logits)
     assert (g_all.abs().sum(-1)[:, p:][~mask] > 0).all()
 
@@ -101,7 +106,8 @@ def test_asymmetric_clip_epsilon_high():
     (g2,) = torch.autograd.grad(
         clipped_surrogate(logps, old, adv, mask, epsilon=0.2, epsilon_high=0.3)[0], logps
     )
-    assert g1.item() == 0 and g2.item() < 0
+    assert g1.item() == 0
+    assert g2.item() < 0
 
 
 def test_gmpo_sign_aware_clip():
@@ -110,7 +116,8 @@ def test_gmpo_sign_aware_clip():
     old = torch.tensor([[-0.5], [0.5]], dtype=torch.float64).expand(2, 3)  # s·Δ = 0.5 > ε
     loss, stats = gmpo_surrogate(logps, old, adv, torch.ones(2, 3, dtype=torch.bool), epsilon=0.2)
     (g,) = torch.autograd.grad(loss, logps)
-    assert (g == 0).all() and stats["clip_frac"] == 1.0
+    assert (g == 0).all()
+    assert stats["clip_frac"] == 1.0
     old2 = torch.tensor([[0.5], [-0.5]], dtype=torch.float64).expand(2, 3)  # s·Δ = −0.5: unclipped
     loss2, _ = gmpo_surrogate(logps, old2, adv, torch.ones(2, 3, dtype=torch.bool), epsilon=0.2)
     (g2,) = torch.autograd.grad(loss2, logps)
@@ -138,7 +145,9 @@ def test_k3_kl_nonnegative_zero_iff_equal(a, b):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(2, 6), st.integers(1, 5), st.data())
 def test_group_advantages_properties(g, p, data):
-    vals = data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 3.5]), min_size=g * p, max_size=g * p))
+    vals = data.draw(
+        st.lists(st.sampled_from([0.0, 0.25, 1.0, 3.5]), min_size=g * p, max_size=g * p)
+    )
     r = torch.tensor(vals, dtype=torch.float64)
     for scale in ("group", "none", "rank"):
         a = group_advantages(r, g, scale).view(p, g)
@@ -158,4 +167,6 @@ def test_rank_rewards_best_one_worst_zero_and_ties():
     torch.testing.assert_close(rr[:4], torch.tensor([1 / 3, 1.0, 0.0, 2 / 3]))
     assert (rr[4:] == rr[4]).all()  # ties share the mean rank
     assert (group_advantages(r, 4, "rank")[4:] == 0).all()
-    torch.testing.assert_close(rank_rewards(torch.tensor([1.0, 1.0, 0.0]), 3), torch.tensor([0.75, 0.75, 0.0]))
+    torch.testing.assert_close(
+        rank_rewards(torch.tensor([1.0, 1.0, 0.0]), 3), torch.tensor([0.75, 0.75, 0.0])
+    )

@@ -38,7 +38,9 @@ class Oracle(torch.nn.Module):
         b, t = ids.shape
         logits = torch.zeros(b, t, V)
         pos = torch.arange(t, dtype=torch.float32)
-        logits.scatter_(2, self.answer[:, :, None].expand(b, t, 1), (1.0 + pos)[None, :, None].expand(b, t, 1))
+        logits.scatter_(
+            2, self.answer[:, :, None].expand(b, t, 1), (1.0 + pos)[None, :, None].expand(b, t, 1)
+        )
         return logits
 
 
@@ -57,7 +59,9 @@ def test_emerge_reveals_tokens_at_the_kappa_rate():
 
 
 def test_emerge_uniform_policy_gives_uniform_tokens():
-    out = emerge_sample(Recorder(), torch.zeros(3000, 2, dtype=torch.long), 8, MASK, generator=1)[:, 2:]
+    out = emerge_sample(Recorder(), torch.zeros(3000, 2, dtype=torch.long), 8, MASK, generator=1)[
+        :, 2:
+    ]
     counts = torch.bincount(out.reshape(-1), minlength=V).double()
     assert counts[MASK] == 0
     expected = out.numel() / (V - 1)
@@ -70,7 +74,8 @@ def test_emerge_is_seeded():
     a = emerge_sample(Recorder(), p, 6, MASK, generator=3)
     b = emerge_sample(Recorder(), p, 6, MASK, generator=3)
     c = emerge_sample(Recorder(), p, 6, MASK, generator=4)
-    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
 
 
 def test_low_confidence_unmasks_most_confident_first_and_finds_the_answer():
@@ -87,7 +92,8 @@ def test_low_confidence_unmasks_most_confident_first_and_finds_the_answer():
     assert torch.equal(out, answer)
     # 2 tokens per step, from the highest position (most confident) down
     assert ((seen[1][:, 4:] == MASK).sum(1) == 4).all()
-    assert (seen[1][:, 8:] != MASK).all() and (seen[1][:, 4:8] == MASK).all()
+    assert (seen[1][:, 8:] != MASK).all()
+    assert (seen[1][:, 4:8] == MASK).all()
 
 
 def test_low_confidence_blocks_go_left_to_right():
@@ -100,10 +106,13 @@ def test_low_confidence_blocks_go_left_to_right():
             seen.append(ids.clone())
             return super().forward(ids)
 
-    out = low_confidence_block_sample(Spy(answer), answer[:, :4], 8, MASK, block_length=4, steps=4, temperature=0.0)
+    out = low_confidence_block_sample(
+        Spy(answer), answer[:, :4], 8, MASK, block_length=4, steps=4, temperature=0.0
+    )
     assert torch.equal(out, answer)
     # after the first block's two steps, the second block is still fully masked
-    assert (seen[2][:, 4:8] != MASK).all() and (seen[2][:, 8:] == MASK).all()
+    assert (seen[2][:, 4:8] != MASK).all()
+    assert (seen[2][:, 8:] == MASK).all()
 
 
 @pytest.mark.parametrize("sampler", [emerge_sample, maskgit_sample])

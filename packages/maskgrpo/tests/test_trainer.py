@@ -20,7 +20,9 @@ from iclr26.maskgrpo.tasks import MASK_ID, VOCAB_SIZE
 
 def _model(task, seed=0):
     torch.manual_seed(seed)
-    return TinyMaskedDenoiser(VOCAB_SIZE, task.prompt_len + task.completion_len, d_model=16, n_layers=1, n_heads=2)
+    return TinyMaskedDenoiser(
+        VOCAB_SIZE, task.prompt_len + task.completion_len, d_model=16, n_layers=1, n_heads=2
+    )
 
 
 def _cfg(**kw):
@@ -33,7 +35,9 @@ def test_resume_continues_exactly(tmp_path):
     a = MaskGRPOTrainer(_model(task), task, _cfg())
     ha = a.train(4, prompts_per_step=3)
     b = MaskGRPOTrainer(_model(task), task, _cfg())
-    b.train(2, prompts_per_step=3, checkpoint_path=tmp_path / "ck.pt", log_path=tmp_path / "log.jsonl")
+    b.train(
+        2, prompts_per_step=3, checkpoint_path=tmp_path / "ck.pt", log_path=tmp_path / "log.jsonl"
+    )
     c = MaskGRPOTrainer(_model(task, seed=99), task, _cfg())  # different init: the checkpoint wins
     assert c.load_checkpoint(tmp_path / "ck.pt") == 2
     hc = c.train(4, prompts_per_step=3, log_path=tmp_path / "log.jsonl")
@@ -51,7 +55,8 @@ def test_single_iteration_has_unit_ratio_and_no_clipping():
     task = Sort8(n_digits=4)
     tr = MaskGRPOTrainer(_model(task), task, _cfg(num_iterations=1, estimator="d1", beta=0.0))
     rec = tr.step(task.sample_prompts(4, 0))
-    assert rec["clip_frac"] == 0.0 and rec["kl"] == 0.0
+    assert rec["clip_frac"] == 0.0
+    assert rec["kl"] == 0.0
 
 
 def test_parameters_change_only_with_signal():

@@ -15,7 +15,9 @@ def _grouped(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     if not isinstance(rewards, torch.Tensor):
         raise TypeError(f"rewards must be a torch.Tensor, got {type(rewards).__name__}")
     if rewards.ndim != 1:
-        raise ValueError(f"rewards must be 1-D (num_prompts * group_size,), got {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards must be 1-D (num_prompts * group_size,), got {tuple(rewards.shape)}"
+        )
     if not rewards.is_floating_point():
         rewards = rewards.double()
     if not torch.isfinite(rewards).all():

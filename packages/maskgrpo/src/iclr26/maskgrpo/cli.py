@@ -16,9 +16,13 @@ ESTIMATOR_NAMES = ("maskgrpo", "d1", "uniform")
 def _pretrain_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--task", choices=TASK_NAMES, required=True, help="generated task")
     parser.add_argument("--out", required=True, help="safetensors file to write")
-    parser.add_argument("--steps", type=int_arg(1), help="training steps (default: the shipped file's)")
+    parser.add_argument(
+        "--steps", type=int_arg(1), help="training steps (default: the shipped file's)"
+    )
     parser.add_argument("--batch-size", type=int_arg(1), default=128, help="sequences per step")
-    parser.add_argument("--lr", type=float_arg(0, low_open=True), default=2e-3, help="AdamW learning rate")
+    parser.add_argument(
+        "--lr", type=float_arg(0, low_open=True), default=2e-3, help="AdamW learning rate"
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -49,21 +53,52 @@ def _pretrain_setup(parser: argparse.ArgumentParser):
 
 def _train_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--task", choices=TASK_NAMES, default="sort8", help="generated task")
-    parser.add_argument("--init", type=existing_file, help="initial denoiser (safetensors); default: the shipped one")
-    parser.add_argument("--estimator", choices=ESTIMATOR_NAMES, default="maskgrpo", help="importance estimator")
-    parser.add_argument("--remask", choices=("ar_like", "random"), default="ar_like", help="MaskGRPO remask")
+    parser.add_argument(
+        "--init",
+        type=existing_file,
+        help="initial denoiser (safetensors); default: the shipped one",
+    )
+    parser.add_argument(
+        "--estimator", choices=ESTIMATOR_NAMES, default="maskgrpo", help="importance estimator"
+    )
+    parser.add_argument(
+        "--remask", choices=("ar_like", "random"), default="ar_like", help="MaskGRPO remask"
+    )
     parser.add_argument("--steps", type=int_arg(1), default=100, help="GRPO steps in total")
     parser.add_argument("--prompts", type=int_arg(1), default=8, help="prompts per step")
     parser.add_argument("--generations", type=int_arg(2), default=8, help="rollouts per prompt (G)")
-    parser.add_argument("--iterations", type=int_arg(1), default=4, help="inner updates per step (M)")
-    parser.add_argument("--min-mask-rate", type=float_arg(0, 1, low_open=True, high_open=True), default=0.6, help="t_min")
-    parser.add_argument("--lr", type=float_arg(0, low_open=True), default=5e-5, help="learning rate")
+    parser.add_argument(
+        "--iterations", type=int_arg(1), default=4, help="inner updates per step (M)"
+    )
+    parser.add_argument(
+        "--min-mask-rate",
+        type=float_arg(0, 1, low_open=True, high_open=True),
+        default=0.6,
+        help="t_min",
+    )
+    parser.add_argument(
+        "--lr", type=float_arg(0, low_open=True), default=5e-5, help="learning rate"
+    )
     parser.add_argument("--beta", type=float_arg(0), default=0.01, help="KL weight")
-    parser.add_argument("--epsilon", type=float_arg(0, low_open=True), default=0.2, help="clip range")
-    parser.add_argument("--sampler", choices=("low_confidence", "emerge", "maskgit"), default="low_confidence", help="rollout sampler")
+    parser.add_argument(
+        "--epsilon", type=float_arg(0, low_open=True), default=0.2, help="clip range"
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=("low_confidence", "emerge", "maskgit"),
+        default="low_confidence",
+        help="rollout sampler",
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
-    parser.add_argument("--eval-every", type=int_arg(0), default=10, help="held-out evaluation period (0: only at the end)")
-    parser.add_argument("--checkpoint", required=True, help="checkpoint file (resumed from if it exists)")
+    parser.add_argument(
+        "--eval-every",
+        type=int_arg(0),
+        default=10,
+        help="held-out evaluation period (0: only at the end)",
+    )
+    parser.add_argument(
+        "--checkpoint", required=True, help="checkpoint file (resumed from if it exists)"
+    )
     parser.add_argument("--log", help="JSONL log of per-step metrics (appended)")
     parser.add_argument("--save", help="also write the final policy as safetensors here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -91,7 +126,9 @@ def _train_setup(parser: argparse.ArgumentParser):
         )  # fmt: skip
         tr = MaskGRPOTrainer(policy, task, cfg)
         if ck.exists():
-            logging.getLogger(__name__).warning("resuming from %s at step %d", ck, tr.load_checkpoint(ck))
+            logging.getLogger(__name__).warning(
+                "resuming from %s at step %d", ck, tr.load_checkpoint(ck)
+            )
         ev = task.sample_prompts(128, EVAL_SEED)
         hist = tr.train(
             args.steps, args.prompts, eval_prompts=ev, eval_every=args.eval_every or args.steps,
@@ -99,7 +136,9 @@ def _train_setup(parser: argparse.ArgumentParser):
         )  # fmt: skip
         for rec in hist:
             if "eval" in rec:
-                print(f"step {rec['step'] + 1}: train reward {rec['reward']:.3f}, held-out success {rec['eval']:.3f}")
+                print(
+                    f"step {rec['step'] + 1}: train reward {rec['reward']:.3f}, held-out success {rec['eval']:.3f}"
+                )
         if save is not None:
             save_denoiser(policy, save)
         print(f"checkpoint at step {tr.step_count}: {ck}")
@@ -114,7 +153,10 @@ main = make_cli(
     bench="iclr26.maskgrpo.experiments:bench",
     description="MaskGRPO (ICLR 2026): GRPO for masked discrete diffusion models.",
     commands={
-        "pretrain-toy": ("pre-train a tiny denoiser on a generated task (MDLM loss)", _pretrain_setup),
+        "pretrain-toy": (
+            "pre-train a tiny denoiser on a generated task (MDLM loss)",
+            _pretrain_setup,
+        ),
         "train": ("GRPO-train a denoiser on a generated task (checkpoints, resumes)", _train_setup),
     },
 )

@@ -1,8 +1,8 @@
 """``reproduce`` and ``bench`` of MaskGRPO at CPU scale.
 
 reproduce — E1: estimator comparison (MaskGRPO vs diffu-GRPO vs uniform remask vs the naive M = 1
-baseline) from the shipped tiny Sort-8 denoiser (default run: more seeds, more steps, more tasks
-and the unfixed-seed ablation), held-out success (sampled) before/after, area under the curve,
+baseline) from the shipped tiny Sort-8 denoiser (default run: 3 seeds, more steps and the unfixed-seed
+ablation), held-out success (sampled) before/after, area under the curve,
 steps and seconds to a threshold; E2: rollout diversity of the emerge, MaskGIT and low-confidence
 samplers for one fixed policy.
 
@@ -31,7 +31,9 @@ from iclr26.maskgrpo.trainer import MaskGRPOConfig, MaskGRPOTrainer, build_estim
 from iclr26.shared import Report, timeit
 from iclr26.shared import progress as progress_bar
 
-__all__ = ["ARMS", "bench", "e1_run", "e2_sampler_diversity", "reproduce"]
+__all__ = [
+    "ARMS", "bench", "e1_run", "e2_sampler_diversity", "e3_estimator_quality", "reproduce",
+]  # fmt: skip
 
 PACKAGE = "iclr26-maskgrpo"
 BACKENDS = ("torch", "safetensors", "matplotlib")
@@ -106,7 +108,11 @@ def _ms(v) -> str:
     if np.isnan(v).all():
         return "not reached"
     m = np.nanmean(v)
-    return f"{m:.3f}" if v.size == 1 else f"{m:.3f} ± {np.nanstd(v, ddof=1) if np.sum(~np.isnan(v)) > 1 else 0.0:.3f}"
+    return (
+        f"{m:.3f}"
+        if v.size == 1
+        else f"{m:.3f} ± {np.nanstd(v, ddof=1) if np.sum(~np.isnan(v)) > 1 else 0.0:.3f}"
+    )
 
 
 def e2_sampler_diversity(
@@ -118,8 +124,12 @@ def e2_sampler_diversity(
     prompts = task.sample_prompts(n_prompts, EVAL_SEED + 1).repeat_interleave(group, 0)
     L, p = task.completion_len, task.prompt_len
     samplers = {
-        "emerge (T=12, τ=1)": lambda: emerge_sample(policy, prompts, L, task.mask_id, steps=12, generator=seed),
-        "MaskGIT (T=12, τ=1)": lambda: maskgit_sample(policy, prompts, L, task.mask_id, steps=12, generator=seed),
+        "emerge (T=12, τ=1)": lambda: emerge_sample(
+            policy, prompts, L, task.mask_id, steps=12, generator=seed
+        ),
+        "MaskGIT (T=12, τ=1)": lambda: maskgit_sample(
+            policy, prompts, L, task.mask_id, steps=12, generator=seed
+        ),
         "low-confidence (τ=0.9)": lambda: low_confidence_block_sample(
             policy, prompts, L, task.mask_id, temperature=0.9, generator=seed
         ),
@@ -148,14 +158,97 @@ def e2_sampler_diversity(
     return rows
 
 
+@torch.no_grad()
+def _elbo(policy, seqs: torch.Tensor, p: int, mask_id: int, draws: int, seed: int) -> torch.Tensor:
+    """Monte-Carlo masked-diffusion ELBO per sequence (§2.2): t on a stratified grid, i.i.d.
+    masks, Σ_masked log π / t; the same draws (seed) for every policy (common random numbers)."""
+    n, length = seqs.shape[0], seqs.shape[1] - p
+    g = torch.Generator().manual_seed(seed)
+    total = torch.zeros(n, dtype=torch.float64)
+    for d in range(draws):
+        t = (d + float(torch.rand((), generator=g))) / draws
+        t = min(max(t, 1e-3), 1.0)
+        mask = torch.rand(n, length, generator=g) < t
+        noised = seqs.clone()
+        noised[:, p:] = torch.where(mask, mask_id, seqs[:, p:])
+        lp = masked_token_logps(policy, noised, seqs, p).double()
+        total += (lp * mask).sum(1) / t
+    return total / draws
+
+
+def e3_estimator_quality(
+    *, seed: int = 0, n_seqs: int = 64, draws: int = 64, mask_seeds: int = 8, update_steps: int = 5
+) -> list[dict[str, Any]]:
+    """E3 (our addition): each estimator's sequence log-ratio log π_θ/π_old against a Monte-Carlo
+    ELBO difference (a proxy, not the exact likelihood) after a fixed update.
+
+    θ_old is the shipped Sort-8 denoiser; θ is θ_old after ``update_steps`` MDLM steps (an update
+    no estimator produced). For ``n_seqs`` rollouts of θ_old each estimator gives L·mean over its
+    credited tokens of (l_θ − l_old), for ``mask_seeds`` seeds; reported: Pearson correlation of
+    the seed-averaged estimate with the ELBO difference, and the variance across seeds.
+    """
+    from iclr26.maskgrpo.pretrain import pretrain_denoiser
+
+    task = get_task("sort8")
+    old = load_pretrained("sort8")
+    new = load_pretrained("sort8")
+    pretrain_denoiser(new, task, steps=update_steps, batch_size=64, lr=1e-3, seed=seed + 7)
+    tr = MaskGRPOTrainer(old, task, MaskGRPOConfig(num_generations=8, seed=seed))
+    seqs = tr.rollout(task.sample_prompts(n_seqs // 8, EVAL_SEED + 2), 0)
+    p, length = task.prompt_len, task.completion_len
+    ref = (
+        _elbo(new, seqs, p, task.mask_id, draws, seed)
+        - _elbo(old, seqs, p, task.mask_id, draws, seed)
+    ).numpy()
+    variants = {
+        "MaskGRPO AR-like, t_μ=0.7 (μ=1 of 4)": ({"estimator": "maskgrpo"}, 0),
+        "MaskGRPO AR-like, t_μ=0.9 (μ=3 of 4)": ({"estimator": "maskgrpo"}, 2),
+        "MaskGRPO AR-like, mean of the 4 iterations": ({"estimator": "maskgrpo"}, None),
+        "random remask, t_μ schedule (image variant)": (
+            {"estimator": "maskgrpo", "remask": "random"},
+            None,
+        ),
+        "uniform t ~ U(0,1) (UniGRPO-like)": ({"estimator": "uniform"}, 0),
+        "diffu-GRPO (d1)": ({"estimator": "d1"}, 0),
+    }
+    rows = []
+    for name, (arm, it) in variants.items():
+        cfg = MaskGRPOConfig(num_iterations=4, seed=seed, **arm)
+        est = np.zeros((mask_seeds, seqs.shape[0]))
+        for s in range(mask_seeds):
+            its = range(4) if it is None else [it]
+            vals = []
+            for mu in its:
+                noised, mask = build_estimator_inputs(seqs, p, task.mask_id, cfg, s, mu)
+                with torch.no_grad():
+                    d = masked_token_logps(new, noised, seqs, p) - masked_token_logps(
+                        old, noised, seqs, p
+                    )
+                w = mask.double()
+                vals.append(length * ((d.double() * w).sum(1) / w.sum(1).clamp_min(1)).numpy())
+            est[s] = np.mean(vals, 0)
+        mean_est = est.mean(0)
+        corr = float(np.corrcoef(mean_est, ref)[0, 1]) if np.std(mean_est) > 0 else math.nan
+        rows.append(
+            {
+                "estimator": name,
+                "corr. with ΔELBO (seed-avg.)": corr,
+                "corr. one seed": float(np.mean([np.corrcoef(e, ref)[0, 1] for e in est])),
+                "variance across mask seeds": float(est.var(0, ddof=1).mean()),
+            }
+        )
+    return rows
+
+
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
-    """E1 + E2 (quick: Sort-8, 1 seed, 20 steps; default: Sort-8 with 3 seeds and 100 steps, plus
-    Sudoku-4×4 and Add-3, and the unfixed-seed ablation)."""
+    """E1 + E2 (quick: Sort-8, 1 seed, 20 steps; default: Sort-8 with 3 seeds and 60 steps and the
+    unfixed-seed ablation). Sudoku-4×4 and Add-3 have no shipped checkpoint with RL headroom yet:
+    short pre-training left both at 0 % exact success, where every group has zero variance."""
     torch.set_num_threads(1)  # tiny models: one thread is faster on a shared 2-core machine
     if quick:
         tasks, seeds, steps, eval_every, arms = ["sort8"], [seed], 20, 10, dict(ARMS)
     else:
-        tasks, seeds, steps, eval_every = ["sort8", "sudoku4", "add3"], [seed + i for i in range(3)], 100, 10
+        tasks, seeds, steps, eval_every = ["sort8"], [seed + i for i in range(3)], 60, 10
         arms = {**ARMS, **ABLATION}
     report = Report(
         PACKAGE, "reproduce", CLAIM, seed=seed, backends=BACKENDS,
@@ -174,7 +267,10 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     for ti, t in enumerate(tasks):
         rows = []
         init = runs[(t, "MaskGRPO", seeds[0])]["curve"][0][2]
-        gains = {a: [runs[(t, a, s)]["curve"][-1][2] - runs[(t, a, s)]["curve"][0][2] for s in seeds] for a in arms}
+        gains = {
+            a: [runs[(t, a, s)]["curve"][-1][2] - runs[(t, a, s)]["curve"][0][2] for s in seeds]
+            for a in arms
+        }
         best = max(np.mean(g) for g in gains.values())
         thr = init + 0.5 * best if best > 0 else math.inf  # pre-registered: half the best mean gain
         for a in arms:
@@ -197,18 +293,35 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             )
             for r in rs:
                 steps_, secs_, vals = zip(*r["curve"], strict=True)
-                axes[ti, 0].plot(steps_, vals, color=f"C{list(arms).index(a)}", alpha=0.8, label=a if r is rs[0] else None)
+                axes[ti, 0].plot(
+                    steps_,
+                    vals,
+                    color=f"C{list(arms).index(a)}",
+                    alpha=0.8,
+                    label=a if r is rs[0] else None,
+                )
                 axes[ti, 1].plot(secs_, vals, color=f"C{list(arms).index(a)}", alpha=0.8)
         thr_txt = f"{thr:.3f}" if math.isfinite(thr) else "none (no arm gained)"
         report.add_table(
-            f"E1 {t}: held-out success, {len(seeds)} seed(s) × {steps} steps (threshold {thr_txt})", rows
+            f"E1 {t}: held-out success, {len(seeds)} seed(s) × {steps} steps (threshold {thr_txt})",
+            rows,
         )
         axes[ti, 0].set(title=f"{t}: success vs step", xlabel="step", ylabel="held-out success")
         axes[ti, 1].set(title=f"{t}: success vs wall-clock", xlabel="seconds (training only)")
         ours, d1 = gains["MaskGRPO"], gains["diffu-GRPO (d1)"]
         wins = sum(o > d for o, d in zip(ours, d1, strict=True))
-        t_ours = np.nanmean([_to_threshold(runs[(t, "MaskGRPO", s)]["curve"], thr)[1] for s in seeds]) if math.isfinite(thr) else math.nan
-        t_d1 = np.nanmean([_to_threshold(runs[(t, "diffu-GRPO (d1)", s)]["curve"], thr)[1] for s in seeds]) if math.isfinite(thr) else math.nan
+        t_ours = (
+            np.nanmean([_to_threshold(runs[(t, "MaskGRPO", s)]["curve"], thr)[1] for s in seeds])
+            if math.isfinite(thr)
+            else math.nan
+        )
+        t_d1 = (
+            np.nanmean(
+                [_to_threshold(runs[(t, "diffu-GRPO (d1)", s)]["curve"], thr)[1] for s in seeds]
+            )
+            if math.isfinite(thr)
+            else math.nan
+        )
         verdicts[t] = (wins, len(seeds), float(np.mean(ours)), float(np.mean(d1)), t_ours, t_d1)
         report.metric(f"{t} RL gain MaskGRPO", float(np.mean(ours)))
         report.metric(f"{t} RL gain diffu-GRPO", float(np.mean(d1)))
@@ -216,16 +329,21 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     fig.tight_layout()
     report.add_figure("e1_curves", fig)
 
-    need_tasks = 1 if quick else 2
+    need_tasks = 1
     won = [t for t, (w, n, *_rest) in verdicts.items() if w >= math.ceil(2 * n / 3)]
     detail = "; ".join(
-        f"{t}: gain {o:+.3f} vs {d:+.3f}, MaskGRPO ahead in {w}/{n} seeds" for t, (w, n, o, d, _a, _b) in verdicts.items()
+        f"{t}: gain {o:+.3f} vs {d:+.3f}, MaskGRPO ahead in {w}/{n} seeds"
+        for t, (w, n, o, d, _a, _b) in verdicts.items()
     )
     report.check(
-        f"MaskGRPO's RL gain exceeds diffu-GRPO's on >= {need_tasks} task(s) in >= 2/3 of seeds", len(won) >= need_tasks, detail
+        f"MaskGRPO's RL gain exceeds diffu-GRPO's on >= {need_tasks} task(s) in >= 2/3 of seeds",
+        len(won) >= need_tasks,
+        detail,
     )
     slower = [
-        t for t, (*_x, a, b) in verdicts.items() if t in won and not (np.isnan(b) or (not np.isnan(a) and a <= b))
+        t
+        for t, (*_x, a, b) in verdicts.items()
+        if t in won and not (np.isnan(b) or (not np.isnan(a) and a <= b))
     ]
     report.check(
         "MaskGRPO reaches the threshold no later (wall-clock) than diffu-GRPO where it wins",
@@ -234,14 +352,32 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     )
     others = [a for a in arms if a not in ("MaskGRPO",)]
     t0 = tasks[0]
-    g_ours = np.mean([runs[(t0, "MaskGRPO", s)]["curve"][-1][2] - runs[(t0, "MaskGRPO", s)]["curve"][0][2] for s in seeds])
+    g_ours = np.mean(
+        [
+            runs[(t0, "MaskGRPO", s)]["curve"][-1][2] - runs[(t0, "MaskGRPO", s)]["curve"][0][2]
+            for s in seeds
+        ]
+    )
     g_best_other = max(
-        np.mean([runs[(t0, a, s)]["curve"][-1][2] - runs[(t0, a, s)]["curve"][0][2] for s in seeds]) for a in others
+        np.mean([runs[(t0, a, s)]["curve"][-1][2] - runs[(t0, a, s)]["curve"][0][2] for s in seeds])
+        for a in others
     )
     report.check(
         f"MaskGRPO has the largest mean RL gain of all arms on {t0}",
         g_ours > g_best_other,
         f"{g_ours:+.3f} vs best other {g_best_other:+.3f}",
+    )
+
+    e3 = e3_estimator_quality(seed=seed, draws=32 if quick else 128, mask_seeds=4 if quick else 8)
+    report.add_table(
+        "E3 estimator log-ratio vs a Monte-Carlo ELBO difference (proxy, Sort-8, 64 rollouts)", e3
+    )
+    ours = e3[2]["corr. with ΔELBO (seed-avg.)"]
+    d1c = e3[5]["corr. with ΔELBO (seed-avg.)"]
+    report.check(
+        "MaskGRPO's estimate tracks the ELBO-difference proxy better than diffu-GRPO's",
+        ours > d1c,
+        f"correlation {ours:.3f} vs {d1c:.3f}",
     )
 
     e2 = e2_sampler_diversity(seed=seed)
@@ -280,10 +416,14 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     rows, times = [], {}
     for name, arm in progress_bar(list(ARMS.items()), desc="bench updates", enabled=progress):
         arm = {**arm, "num_iterations": 4}  # equal M for the cost comparison
-        tr = MaskGRPOTrainer(load_pretrained("sort8"), task, MaskGRPOConfig(num_generations=8, seed=seed, **arm))
+        tr = MaskGRPOTrainer(
+            load_pretrained("sort8"), task, MaskGRPOConfig(num_generations=8, seed=seed, **arm)
+        )
         seqs = tr.rollout(prompts, 0)
         rewards = task.reward(seqs[:, : task.prompt_len], seqs[:, task.prompt_len :])
-        times[name] = timeit(lambda tr=tr, seqs=seqs, r=rewards: tr.update(seqs, r), repeats=repeats, warmup=1)
+        times[name] = timeit(
+            lambda tr=tr, seqs=seqs, r=rewards: tr.update(seqs, r), repeats=repeats, warmup=1
+        )
     ref = times["diffu-GRPO (d1)"]
     for name, tm in times.items():
         rows.append(
@@ -325,7 +465,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     flops_fwd = 2 * n_params * tokens + 4 * cfg["n_layers"] * tokens**2 * cfg["d_model"]
     big = task.sample_prompts(64, 1)
     ts = timeit(
-        lambda: low_confidence_block_sample(base, big, task.completion_len, task.mask_id, temperature=0.9, generator=0),
+        lambda: low_confidence_block_sample(
+            base, big, task.completion_len, task.mask_id, temperature=0.9, generator=0
+        ),
         repeats=repeats,
     )
     n_fwd = task.completion_len  # one forward per step, one token per step
@@ -336,7 +478,11 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         [{"measured tokens/s": achieved, "forward-FLOP limit tokens/s": limit, "limit / measured": limit / achieved,
           "matmul GFLOP/s (1 thread)": peak / 1e9, "forward MFLOP/sequence": flops_fwd / 1e6}],
     )  # fmt: skip
-    report.check("sampler within 3× of the forward-FLOP limit", limit / achieved <= 3.0, f"{limit / achieved:.1f}×")
+    report.check(
+        "sampler within 3× of the forward-FLOP limit",
+        limit / achieved <= 3.0,
+        f"{limit / achieved:.1f}×",
+    )
     report.add_table("E2 sampler diversity (Sort-8)", e2_sampler_diversity(seed=seed))
     fig, ax = plt.subplots(figsize=(6, 3))
     names = list(times)

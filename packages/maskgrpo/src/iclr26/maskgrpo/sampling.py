@@ -23,7 +23,9 @@ def _setup(prompt_ids, gen_length, mask_id, generator):
     if not isinstance(prompt_ids, torch.Tensor) or prompt_ids.dtype != torch.long:
         raise TypeError("prompt_ids must be a torch.LongTensor of token ids")
     if prompt_ids.ndim != 2 or prompt_ids.shape[0] == 0:
-        raise ValueError(f"prompt_ids must be a non-empty (batch, length), got {tuple(prompt_ids.shape)}")
+        raise ValueError(
+            f"prompt_ids must be a non-empty (batch, length), got {tuple(prompt_ids.shape)}"
+        )
     check_int(gen_length, "gen_length", low=1)
     check_int(mask_id, "mask_id", low=0)
     if (prompt_ids == mask_id).any():
@@ -36,8 +38,12 @@ def _setup(prompt_ids, gen_length, mask_id, generator):
             g.manual_seed(check_int(generator, "generator", low=0))
         generator = g
     elif not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}")
-    fill = torch.full((prompt_ids.shape[0], gen_length), mask_id, dtype=torch.long, device=prompt_ids.device)
+        raise TypeError(
+            f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}"
+        )
+    fill = torch.full(
+        (prompt_ids.shape[0], gen_length), mask_id, dtype=torch.long, device=prompt_ids.device
+    )
     return torch.cat([prompt_ids, fill], dim=1), generator
 
 
@@ -99,7 +105,9 @@ def low_confidence_block_sample(
         generator: CPU generator or integer seed.
     """
     x, g = _setup(prompt_ids, gen_length, mask_id, generator)
-    block_length = gen_length if block_length is None else check_int(block_length, "block_length", low=1)
+    block_length = (
+        gen_length if block_length is None else check_int(block_length, "block_length", low=1)
+    )
     if gen_length % block_length:
         raise ValueError(f"block_length={block_length} must divide gen_length={gen_length}")
     blocks = gen_length // block_length
@@ -219,11 +227,15 @@ def maskgit_sample(
         conf = torch.where(masked, conf, math.inf)
         n_left = masked.sum(1)
         n_mask = torch.clamp(
-            torch.full_like(n_left, math.floor(gen_length * math.cos(math.pi / 2 * (s + 1) / steps))),
+            torch.full_like(
+                n_left, math.floor(gen_length * math.cos(math.pi / 2 * (s + 1) / steps))
+            ),
             max=n_left - 1,
         ).clamp_min(0)
         order = conf.argsort(dim=1)
-        rank = torch.empty_like(order).scatter_(1, order, torch.arange(x.shape[1], device=x.device).expand_as(order))
+        rank = torch.empty_like(order).scatter_(
+            1, order, torch.arange(x.shape[1], device=x.device).expand_as(order)
+        )
         remask = (rank < n_mask[:, None]) & masked
         x = torch.where(remask, mask_id, cand)
     return x

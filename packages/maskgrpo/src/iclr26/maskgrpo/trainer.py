@@ -107,7 +107,14 @@ class MaskGRPOConfig:
         check_int(self.num_iterations, "num_iterations", low=1)
         check_choice(self.estimator, "estimator", ESTIMATORS)
         check_choice(self.remask, "remask", ("ar_like", "random"))
-        check_range(self.min_mask_rate, "min_mask_rate", low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+        check_range(
+            self.min_mask_rate,
+            "min_mask_rate",
+            low=0.0,
+            high=1.0,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
         check_range(self.p_mask_prompt, "p_mask_prompt", low=0.0, high=1.0)
         if not isinstance(self.fixed_mask_seeds, bool):
             raise TypeError("fixed_mask_seeds must be a bool")
@@ -201,8 +208,14 @@ class MaskGRPOTrainer:
         if vocab is None and isinstance(getattr(policy, "config", None), dict):
             vocab = policy.config.get("vocab_size")
         if vocab is not None and task.mask_id >= vocab:
-            raise ValueError(f"task.mask_id={task.mask_id} is not a token of the policy (vocab {vocab})")
-        max_len = getattr(policy, "config", {}).get("max_len") if isinstance(getattr(policy, "config", None), dict) else None
+            raise ValueError(
+                f"task.mask_id={task.mask_id} is not a token of the policy (vocab {vocab})"
+            )
+        max_len = (
+            getattr(policy, "config", {}).get("max_len")
+            if isinstance(getattr(policy, "config", None), dict)
+            else None
+        )
         if max_len is not None and task.prompt_len + task.completion_len > max_len:
             raise ValueError(
                 f"prompt_len + completion_len = {task.prompt_len + task.completion_len} exceeds "
@@ -292,7 +305,9 @@ class MaskGRPOTrainer:
         groups = rewards.view(-1, cfg.num_generations)
 
         # inputs of every iteration; the old and reference passes are batched over the M masks
-        old_in = [build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 0) for mu in range(m)]
+        old_in = [
+            build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 0) for mu in range(m)
+        ]
         cur_in = (
             old_in if cfg.fixed_mask_seeds
             else [build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 1) for mu in range(m)]
@@ -308,7 +323,9 @@ class MaskGRPOTrainer:
             ref_logps = None
             if cfg.beta > 0:
                 all_cur = torch.cat([x for x, _ in cur_in])
-                ref_logps = masked_token_logps(self.ref_policy, all_cur, all_targets, p).view(m, n, -1)
+                ref_logps = masked_token_logps(self.ref_policy, all_cur, all_targets, p).view(
+                    m, n, -1
+                )
         masks = torch.stack([mk for _, mk in cur_in])
         if not cfg.fixed_mask_seeds:
             masks = masks & torch.stack([mk for _, mk in old_in])
@@ -327,7 +344,9 @@ class MaskGRPOTrainer:
                     ref_logps=ref, beta=cfg.beta, loss_agg=cfg.loss_agg,
                 )  # fmt: skip
             else:
-                loss, st = gmpo_surrogate(logps, old, adv, w, epsilon=cfg.epsilon, ref_logps=ref, beta=cfg.beta)
+                loss, st = gmpo_surrogate(
+                    logps, old, adv, w, epsilon=cfg.epsilon, ref_logps=ref, beta=cfg.beta
+                )
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -356,7 +375,11 @@ class MaskGRPOTrainer:
         low-confidence decode per prompt instead)."""
         task = self.task
         check_int(samples, "samples", low=1)
-        if not isinstance(prompts, torch.Tensor) or prompts.dtype != torch.long or prompts.ndim != 2:
+        if (
+            not isinstance(prompts, torch.Tensor)
+            or prompts.dtype != torch.long
+            or prompts.ndim != 2
+        ):
             raise TypeError("prompts must be a (num_prompts, prompt_len) torch.LongTensor")
         self.policy.eval()
         p = task.prompt_len
@@ -406,13 +429,23 @@ class MaskGRPOTrainer:
         history: list[dict[str, Any]] = []
         appender = JsonlAppender(log_path) if log_path is not None else None
         try:
-            bar = progress_bar(total=max(num_steps - self.step_count, 0), desc=f"MaskGRPO {self.task.name}", enabled=progress)
+            bar = progress_bar(
+                total=max(num_steps - self.step_count, 0),
+                desc=f"MaskGRPO {self.task.name}",
+                enabled=progress,
+            )
             with bar:
                 while self.step_count < num_steps:
-                    prompts = self.task.sample_prompts(prompts_per_step, self._prompt_seed(self.step_count))
+                    prompts = self.task.sample_prompts(
+                        prompts_per_step, self._prompt_seed(self.step_count)
+                    )
                     rec: dict[str, Any] = self.step(prompts)
                     done = self.step_count
-                    if eval_prompts is not None and eval_every and (done % eval_every == 0 or done == num_steps):
+                    if (
+                        eval_prompts is not None
+                        and eval_every
+                        and (done % eval_every == 0 or done == num_steps)
+                    ):
                         rec["eval"] = self.evaluate(eval_prompts)
                     history.append(rec)
                     if appender is not None:
@@ -464,7 +497,6 @@ class MaskGRPOTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count = int(state["step"])
         return self.step_count
-
 
 
 def _sample(
