@@ -47,6 +47,9 @@ def test_resume_continues_exactly(tmp_path):
     assert [r["reward"] for r in ha[2:]] == [r["reward"] for r in hc]
     lines = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1, 2, 3]
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a readable"):
+        c.load_checkpoint(tmp_path / "junk.pt")
     with pytest.raises(ValueError, match="different config"):
         MaskGRPOTrainer(_model(task), task, _cfg(beta=0.5)).load_checkpoint(tmp_path / "ck.pt")
 

@@ -384,7 +384,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     report.add_table("E2 rollout groups of one fixed policy (Sort-8, 32 prompts × G=8)", e2)
     em, mg = e2[0], e2[1]
     report.check(
-        "emerge gives more diverse groups than MaskGIT (pairwise Hamming) and fewer zero-std groups",
+        "emerge gives more diverse groups than MaskGIT (pairwise Hamming) and no more zero-std groups",
         em["pairwise Hamming diversity"] > mg["pairwise Hamming diversity"]
         and em["zero-std group fraction"] <= mg["zero-std group fraction"],
         f"Hamming {em['pairwise Hamming diversity']:.3f} vs {mg['pairwise Hamming diversity']:.3f}; "
@@ -414,8 +414,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     base = load_pretrained("sort8")
     prompts = task.sample_prompts(8, 0)
     rows, times = [], {}
-    for name, arm in progress_bar(list(ARMS.items()), desc="bench updates", enabled=progress):
-        arm = {**arm, "num_iterations": 4}  # equal M for the cost comparison
+    # the naive arm is d1 with M = 1: at equal M it is the d1 update, so it is not timed here
+    timed = {k: v for k, v in ARMS.items() if v.get("num_iterations", 4) == 4}
+    for name, arm in progress_bar(list(timed.items()), desc="bench updates", enabled=progress):
         tr = MaskGRPOTrainer(
             load_pretrained("sort8"), task, MaskGRPOConfig(num_generations=8, seed=seed, **arm)
         )

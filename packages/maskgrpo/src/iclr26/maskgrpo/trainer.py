@@ -489,7 +489,14 @@ class MaskGRPOTrainer:
         path = Path(path)
         if not path.is_file():
             raise OSError(f"checkpoint {path} does not exist")
-        state = torch.load(path, map_location=self.device, weights_only=True)
+        try:
+            state = torch.load(path, map_location=self.device, weights_only=True)
+        except Exception as err:  # pickle, zip and torch errors alike: not a checkpoint
+            raise ValueError(
+                f"checkpoint {path} is not a readable trainer checkpoint ({err})"
+            ) from None
+        if not isinstance(state, dict) or not {"policy", "optimizer", "step"} <= set(state):
+            raise ValueError(f"checkpoint {path} is not a trainer checkpoint")
         if state.get("config") != dataclasses.asdict(self.config):
             raise ValueError(f"checkpoint {path} was written with a different config")
         self.policy.load_state_dict(state["policy"])
