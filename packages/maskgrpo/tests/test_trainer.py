@@ -38,6 +38,8 @@ def test_resume_continues_exactly(tmp_path):
     b.train(
         2, prompts_per_step=3, checkpoint_path=tmp_path / "ck.pt", log_path=tmp_path / "log.jsonl"
     )
+    with (tmp_path / "log.jsonl").open("a") as f:  # a step logged after the last checkpoint
+        f.write(json.dumps({"step": 2, "reward": -1.0}) + "\n")
     c = MaskGRPOTrainer(_model(task, seed=99), task, _cfg())  # different init: the checkpoint wins
     assert c.load_checkpoint(tmp_path / "ck.pt") == 2
     hc = c.train(4, prompts_per_step=3, log_path=tmp_path / "log.jsonl")

@@ -427,6 +427,8 @@ class MaskGRPOTrainer:
             if eval_prompts is None or not eval_every:
                 raise ValueError("stop_at_reward needs eval_prompts and eval_every > 0")
         history: list[dict[str, Any]] = []
+        if log_path is not None:
+            _trim_log(Path(log_path), self.step_count)
         appender = JsonlAppender(log_path) if log_path is not None else None
         try:
             bar = progress_bar(
@@ -519,3 +521,21 @@ def _sample(
         policy, reps, task.completion_len, task.mask_id, steps=cfg.sampling_steps or 12,
         temperature=cfg.temperature, generator=g,
     )  # fmt: skip
+
+
+def _trim_log(path: Path, next_step: int) -> None:
+    """Keep only the records of steps before ``next_step`` (atomic rewrite, only if needed)."""
+    from iclr26.shared import dumps_json, read_jsonl
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        records = read_jsonl(path, allow_empty=True)
+    except ValueError as err:
+        raise ValueError(f"log {path} is not a JSONL training log ({err})") from None
+    keep = [r for r in records if isinstance(r.get("step"), int) and r["step"] < next_step]
+    if len(keep) == len(records):
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(dumps_json(r, indent=None) + "\n" for r in keep), encoding="utf-8")
+    os.replace(tmp, path)
