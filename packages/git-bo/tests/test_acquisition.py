@@ -10,7 +10,9 @@ from iclr26.git_bo import acquisition_values, expected_improvement, gp_ucb_beta,
 
 def _mv(seed=0, m=200):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(m, generator=g, dtype=torch.float64), torch.rand(m, generator=g, dtype=torch.float64) + 0.01
+    return torch.randn(m, generator=g, dtype=torch.float64), torch.rand(
+        m, generator=g, dtype=torch.float64
+    ) + 0.01
 
 
 def test_ucb_limits():

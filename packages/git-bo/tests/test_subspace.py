@@ -38,7 +38,7 @@ def test_wrong_wiring_fails_recovery():
     # the smallest eigenvectors, or G G^T instead of G^T G, would not find the subspace
     p = Embedded("ackley", dim=60, d_eff=4, seed=0)
     G = _exact_grads(p, 300, 1)
-    evals, evecs = torch.linalg.eigh(G.T @ G)
+    _evals, evecs = torch.linalg.eigh(G.T @ G)
     assert captured_fraction(p.true_basis, evecs[:, :4]) < 0.1
     assert captured_fraction(p.true_basis, active_subspace(G.T @ G, rank=4).basis) > 0.99
 
@@ -61,7 +61,9 @@ def test_h_algebra():
 def test_energy_rank_and_eigen_order():
     H = torch.diag(torch.tensor([1.0, 10.0, 0.0, 100.0], dtype=torch.float64))
     sub = active_subspace(H, rank=1)
-    assert torch.allclose(sub.basis.abs().squeeze(), torch.tensor([0, 0, 0, 1.0], dtype=torch.float64))
+    assert torch.allclose(
+        sub.basis.abs().squeeze(), torch.tensor([0, 0, 0, 1.0], dtype=torch.float64)
+    )
     assert sub.eigenvalues.tolist() == [100.0, 10.0, 1.0, 0.0]
     assert active_subspace(H, rank=None, energy=0.9).rank == 1
     assert active_subspace(H, rank=None, energy=0.995).rank == 3
@@ -74,7 +76,8 @@ def test_sampler_geometry_and_seed():
     U = random_subspace(D, r, seed=2)
     x0 = torch.full((D,), 0.5, dtype=torch.float64)
     X = sample_subspace(x0, U, 500, scale=0.05, seed=7)
-    assert X.shape == (500, D) and X.dtype == torch.float64
+    assert X.shape == (500, D)
+    assert X.dtype == torch.float64
     resid = (X - x0) - ((X - x0) @ U) @ U.T
     assert float(resid.norm(dim=1).max()) < 1e-10
     alpha = (X - x0) @ U
@@ -90,13 +93,15 @@ def test_sampler_clips_to_box():
     U = torch.eye(D, dtype=torch.float64)  # r = D
     x0 = torch.full((D,), 0.9, dtype=torch.float64)
     X = sample_subspace(x0, U, 2000, scale=5.0, seed=0)
-    assert float(X.min()) >= 0.0 and float(X.max()) <= 1.0
+    assert float(X.min()) >= 0.0
+    assert float(X.max()) <= 1.0
     # at s = 5 about 86-90% of coordinates are clipped to a bound (errata: not random search)
     clipped = ((X == 0.0) | (X == 1.0)).double().mean()
     assert 0.8 < float(clipped) < 0.95
     lo, hi = torch.zeros(D) - 1, torch.ones(D) * 2
     X2 = sample_subspace(x0, U, 100, scale=5.0, lower=lo, upper=hi, seed=0)
-    assert float(X2.min()) >= -1 and float(X2.max()) <= 2
+    assert float(X2.min()) >= -1
+    assert float(X2.max()) <= 2
 
 
 def test_rank_zero_is_an_error():

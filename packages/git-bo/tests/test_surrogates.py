@@ -31,7 +31,9 @@ def _data(n=25, D=6, seed=0):
 def _fd_check(sur, Xq, h, rtol, atol):
     Xq = Xq.clone().requires_grad_(True)
     mean, var = sur.posterior(Xq)
-    assert mean.shape == (5,) and var.shape == (5,) and bool((var > 0).all())
+    assert mean.shape == (5,)
+    assert var.shape == (5,)
+    assert bool((var > 0).all())
     (G,) = torch.autograd.grad(mean.sum(), Xq)
     fd = torch.zeros_like(G)
     with torch.no_grad():
@@ -124,7 +126,7 @@ def test_pfn_checkpoint_roundtrip_and_rejects(tmp_path):
     with pytest.raises(ValueError, match="not a PFN checkpoint"):
         load_pfn(other)
     sur = PFNSurrogate(model=model)
-    with pytest.raises(ValueError, match="max_dim|features"):
+    with pytest.raises(ValueError, match=r"max_dim|features"):
         sur.condition(torch.rand(5, 9, dtype=torch.float64), torch.rand(5, dtype=torch.float64))
 
 
@@ -145,7 +147,7 @@ def no_network(monkeypatch):
 
 def test_tabpfn_missing_checkpoint_is_clear_and_offline(tmp_path, monkeypatch, no_network):
     monkeypatch.delenv("TABPFN_MODEL_CACHE_DIR", raising=False)
-    with pytest.raises(CheckpointMissing, match="tabpfn-v2-regressor.ckpt"):
+    with pytest.raises(CheckpointMissing, match=r"tabpfn-v2-regressor\.ckpt"):
         TabPFNSurrogate()
     with pytest.raises(CheckpointMissing, match="does not exist"):
         TabPFNSurrogate(tmp_path / "nope.ckpt")

@@ -173,8 +173,18 @@ class GITBO:
         check_choice(nonfinite, "nonfinite", ("error", "skip"))
         check_int(seed, "seed", low=0, high=2**32 - 1)
         self.surrogate = make_surrogate(surrogate, **(surrogate_kwargs or {}))
-        self.rank, self.energy, self.n_candidates, self.scale = min(rank, D), energy, n_candidates, scale
-        self.origin, self.acquisition, self.beta, self.subspace = origin, acquisition, beta, subspace
+        self.rank, self.energy, self.n_candidates, self.scale = (
+            min(rank, D),
+            energy,
+            n_candidates,
+            scale,
+        )
+        self.origin, self.acquisition, self.beta, self.subspace = (
+            origin,
+            acquisition,
+            beta,
+            subspace,
+        )
         self.n_init, self.init, self.maximize, self.nonfinite = n_init, init, maximize, nonfinite
         self.seed = seed
         self.true_basis = None
@@ -380,6 +390,7 @@ class GITBO:
             if path.exists() and path.stat().st_size > 0:
                 header, records = read_history(path)
                 self._check_header(header, path)
+                _drop_incomplete_tail(path)
                 for r in records:
                     if self.n_told >= budget:
                         break
@@ -391,7 +402,9 @@ class GITBO:
                 appender = JsonlAppender(path)
                 appender.append(self._header())
         try:
-            bar = progress(total=budget, enabled=progress_bar, desc=f"GIT-BO ({self.surrogate.name})")
+            bar = progress(
+                total=budget, enabled=progress_bar, desc=f"GIT-BO ({self.surrogate.name})"
+            )
             bar.update(self.n_told)
             while self.n_told < budget:
                 phase = "init" if self.n_told < self.n_init else "bo"
@@ -400,7 +413,9 @@ class GITBO:
                 value = f(x)
                 seconds = time.perf_counter() - t0
                 if isinstance(value, np.ndarray | np.generic | torch.Tensor) and (
-                    np.size(value) == 1 if not isinstance(value, torch.Tensor) else value.numel() == 1
+                    np.size(value) == 1
+                    if not isinstance(value, torch.Tensor)
+                    else value.numel() == 1
                 ):
                     value = value.item()
                 if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -429,6 +444,15 @@ class GITBO:
             raise ValueError(f"history {path} was written for other bounds")
         if header.get("maximize") != self.maximize:
             raise ValueError(f"history {path} was written with maximize={header.get('maximize')}")
+
+
+def _drop_incomplete_tail(path: Path) -> None:
+    # a record cut short by a crash is removed before new ones are appended after it
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        with path.open("r+b") as f:
+            f.truncate(keep)
 
 
 def read_history(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

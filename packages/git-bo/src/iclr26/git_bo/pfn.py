@@ -63,15 +63,30 @@ class InContextPFN(nn.Module):
         n_buckets: bars of the output distribution, uniform on ``[-y_range, y_range]`` in
             standardised units.
         y_range: half-width of the support.
+        kernel_features: fixed random Fourier features of x added to the linear encoding
+            (0: none).
     """
 
     def __init__(self, max_dim: int = 512, d_model: int = 64, heads: int = 4, layers: int = 3,
-                 ff: int = 128, n_buckets: int = 64, y_range: float = 4.0) -> None:  # fmt: skip
+                 ff: int = 128, n_buckets: int = 64, y_range: float = 4.0,
+                 kernel_features: int = 256) -> None:  # fmt: skip
         super().__init__()
         self.config = {"max_dim": max_dim, "d_model": d_model, "heads": heads, "layers": layers,
-                       "ff": ff, "n_buckets": n_buckets, "y_range": y_range}  # fmt: skip
+                       "ff": ff, "n_buckets": n_buckets, "y_range": y_range,
+                       "kernel_features": kernel_features}  # fmt: skip
         self.max_dim = max_dim
         self.x_enc = nn.Linear(max_dim, d_model)
+        # fixed random Fourier features of x at three length scales: dot products between
+        # encoded points then approximate RBF similarities, which attention can use directly
+        # (kernel_features = 0 switches them off)
+        self.k_enc = None
+        if kernel_features > 0:
+            g = torch.Generator().manual_seed(0)
+            scales = torch.tensor([1.0, 2.0, 4.0]).repeat_interleave(-(-kernel_features // 3))
+            proj = torch.randn(max_dim, kernel_features, generator=g) * scales[:kernel_features]
+            self.register_buffer("proj", proj)
+            self.register_buffer("phase", 2 * math.pi * torch.rand(kernel_features, generator=g))
+            self.k_enc = nn.Linear(kernel_features, d_model)
         self.y_enc = nn.Linear(1, d_model)
         self.layers = nn.ModuleList(_Layer(d_model, heads, ff) for _ in range(layers))
         self.head = nn.Linear(d_model, n_buckets)
@@ -79,18 +94,25 @@ class InContextPFN(nn.Module):
 
     def _pad(self, X: torch.Tensor) -> torch.Tensor:
         D = X.shape[-1]
-        if D > self.max_dim:
+        if self.max_dim < D:
             raise ValueError(f"inputs have {D} features, more than max_dim={self.max_dim}")
         # scale keeps ‖x‖ comparable across dimensions after the linear encoder
         Xc = (X - 0.5) * math.sqrt(12.0 / D)
         return nn.functional.pad(Xc, (0, self.max_dim - D))
 
+    def _encode(self, X: torch.Tensor) -> torch.Tensor:
+        Xp = self._pad(X)
+        if self.k_enc is None:
+            return self.x_enc(Xp)
+        feats = torch.cos(Xp @ self.proj + self.phase) * math.sqrt(2.0 / self.proj.shape[1])
+        return self.x_enc(Xp) + self.k_enc(feats)
+
     def forward(self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
         """Bar logits ``(B, m, n_buckets)`` for ``x_ctx (B, n, D)``, ``y_ctx (B, n)`` standardised,
         ``x_q (B, m, D)``."""
         n = x_ctx.shape[1]
-        h_ctx = self.x_enc(self._pad(x_ctx)) + self.y_enc(y_ctx.unsqueeze(-1))
-        h = torch.cat([h_ctx, self.x_enc(self._pad(x_q))], dim=1)
+        h_ctx = self._encode(x_ctx) + self.y_enc(y_ctx.unsqueeze(-1))
+        h = torch.cat([h_ctx, self._encode(x_q)], dim=1)
         for layer in self.layers:
             h = layer(h, n)
         return self.head(h[:, n:])
@@ -138,16 +160,16 @@ def sample_prior_batch(
     cluster around a random point, as BO contexts do.
     """
     lo, hi = dims or (1, max_dim)
-    D = int(round(math.exp(math.log(lo) + torch.rand(1, generator=generator).item()
-                         * (math.log(hi) - math.log(lo)))))  # fmt: skip
+    D = round(math.exp(math.log(lo) + torch.rand(1, generator=generator).item()
+                         * (math.log(hi) - math.log(lo))))  # fmt: skip
     D = min(max(D, lo), hi)
     X = torch.rand(batch, n_points, D, generator=generator)
     half = n_points // 2
     centre = torch.rand(batch, 1, D, generator=generator)
     spread = 0.05 + 0.25 * torch.rand(batch, 1, 1, generator=generator)
-    X[:, :half] = (centre + spread * (2 * torch.rand(batch, half, D, generator=generator) - 1)).clamp(
-        0, 1
-    )
+    X[:, :half] = (
+        centre + spread * (2 * torch.rand(batch, half, D, generator=generator) - 1)
+    ).clamp(0, 1)
     X = X[:, torch.randperm(n_points, generator=generator)]
     ys = []
     for b in range(batch):
@@ -181,6 +203,7 @@ def train_pfn(
     max_dim: int = 512,
     lr: float = 1e-3,
     seed: int = 0,
+    dims: tuple[int, int] | None = None,
     model: InContextPFN | None = None,
     progress_bar: bool = False,
     **model_kwargs,
@@ -196,6 +219,7 @@ def train_pfn(
         max_dim: largest input dimension the model will accept.
         lr: peak learning rate.
         seed: seeds the prior samples and the initialisation.
+        dims: range of training input dimensions (default ``[1, max_dim]``, log-uniform).
         model: continue training this model instead of a new one.
         progress_bar: show a progress bar.
         **model_kwargs: sizes of a new :class:`InContextPFN`.
@@ -214,7 +238,7 @@ def train_pfn(
     model.train()
     bar = progress(range(steps), enabled=progress_bar, desc="train-pfn")
     for step in bar:
-        X, y, _ = sample_prior_batch(batch, n_points, max_dim=model.max_dim, generator=g)
+        X, y, _ = sample_prior_batch(batch, n_points, max_dim=model.max_dim, generator=g, dims=dims)
         n_ctx = int(torch.randint(2, n_points - 1, (1,), generator=g))
         ys = _standardise_by_context(y, n_ctx)
         logits = model(X[:, :n_ctx], ys[:, :n_ctx], X[:, n_ctx:])
@@ -277,7 +301,9 @@ def load_pfn(
         raise ValueError(f"{path} is not a safetensors PFN checkpoint ({err})") from err
     if meta.get("format") != _FORMAT:
         raise ValueError(f"{path} is not a PFN checkpoint of iclr26-git-bo (format tag missing)")
-    model = InContextPFN(**json.loads(meta["config"]))
+    config = json.loads(meta["config"])
+    config.setdefault("kernel_features", 0)  # checkpoints written before the kernel features
+    model = InContextPFN(**config)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:

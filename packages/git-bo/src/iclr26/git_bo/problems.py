@@ -126,4 +126,3 @@ def load_objective(spec: str) -> Callable[[np.ndarray], float]:
     if not callable(obj):
         raise ValueError(f"objective {spec!r} is not callable")
     return obj
-
