@@ -1,0 +1,128 @@
+"""Embedded high-dimensional test problems and a loader for user objectives.
+
+``Embedded(fn, dim, d_eff)`` is ``f(x) = g(k · A (x − x*) + z*)`` on ``[0, 1]^D``: ``g`` is a
+BoTorch synthetic function in ``d_eff`` dimensions with minimiser ``z*``, ``A`` has ``d_eff``
+random orthonormal rows (a rotation), ``k`` is ``g``'s usual domain half-width and ``x*`` is drawn
+uniformly, rejected while its embedded distance from the box centre is under half its typical
+value (so the centre is not a free lunch). Lower is better; the minimum is ``g(z*)`` at ``x*``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from iclr26.shared import check_choice, check_int, check_range
+
+__all__ = ["FUNCTIONS", "Embedded", "load_objective"]
+
+#: name -> (BoTorch class name, half-width k of the usual domain, minimiser coordinate z*)
+FUNCTIONS: dict[str, tuple[str, float, float]] = {
+    "ackley": ("Ackley", 32.768, 0.0),
+    "rosenbrock": ("Rosenbrock", 7.5, 1.0),
+    "levy": ("Levy", 10.0, 1.0),
+    "styblinski-tang": ("StyblinskiTang", 5.0, -2.903534),
+}
+
+
+class Embedded:
+    """A ``d_eff``-dimensional function hidden in ``[0, 1]^dim`` (to be minimised).
+
+    Args:
+        fn: one of :data:`FUNCTIONS`.
+        dim: ambient dimension ``D``.
+        d_eff: effective dimension (``<= dim``).
+        noise: standard deviation of Gaussian observation noise (0: noise-free).
+        seed: draws ``A``, ``x*`` and the noise.
+
+    Attributes:
+        A: ``(d_eff, D)`` orthonormal rows; ``true_basis`` is its transpose.
+        x_opt: ``(D,)`` minimiser; ``optimal_value``: the minimum.
+    """
+
+    def __init__(self, fn: str = "ackley", dim: int = 100, d_eff: int = 10, noise: float = 0.0,
+                 seed: int = 0) -> None:  # fmt: skip
+        from botorch.test_functions import synthetic
+
+        check_choice(fn, "fn", tuple(FUNCTIONS))
+        check_int(dim, "dim", low=1)
+        check_int(d_eff, "d_eff", low=1, high=dim)
+        check_range(noise, "noise", low=0.0)
+        check_int(seed, "seed", low=0)
+        cls, self.half_width, z_opt = FUNCTIONS[fn]
+        kwargs = {"dim": d_eff} if fn != "levy" or d_eff > 1 else {"dim": 1}
+        self._g = getattr(synthetic, cls)(**kwargs).to(torch.float64)
+        self.fn, self.dim, self.d_eff, self.noise = fn, dim, d_eff, float(noise)
+        g = torch.Generator().manual_seed(seed)
+        Q, R = torch.linalg.qr(torch.randn(dim, d_eff, generator=g, dtype=torch.float64))
+        self.A = (Q * torch.sign(torch.diagonal(R))).T.contiguous()
+        typical = d_eff / 12.0  # E‖A(x − c)‖² for x uniform
+        for _ in range(1000):
+            x_opt = torch.rand(dim, generator=g, dtype=torch.float64)
+            if float((self.A @ (x_opt - 0.5)).pow(2).sum()) >= 0.5 * typical:
+                break
+        self.x_opt = x_opt
+        self.z_opt = torch.full((d_eff,), z_opt, dtype=torch.float64)
+        self.optimal_value = float(self._g._evaluate_true(self.z_opt.unsqueeze(0)))
+        self._noise_gen = np.random.default_rng(seed + 1)
+        self.bounds = np.stack([np.zeros(dim), np.ones(dim)])
+        self.name = f"{fn}-D{dim}-d{d_eff}"
+
+    @property
+    def true_basis(self) -> torch.Tensor:
+        """``(D, d_eff)`` orthonormal columns spanning the directions ``f`` depends on."""
+        return self.A.T
+
+    def evaluate(self, X: torch.Tensor) -> torch.Tensor:
+        """Noise-free ``f`` on a ``(n, D)`` tensor, differentiable (autograd through BoTorch)."""
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise ValueError(f"X must have shape (n, {self.dim}), got {tuple(X.shape)}")
+        A = self.A.to(X)
+        Z = self.half_width * (X - self.x_opt.to(X)) @ A.T + self.z_opt.to(X)
+        # the closed form, also where the embedding leaves the usual domain (no clipping)
+        return self._g._evaluate_true(Z)
+
+    def __call__(self, x: Any) -> float | np.ndarray:
+        """``f(x)`` for one point ``(D,)`` (a float) or a batch ``(n, D)`` (an array), plus noise."""
+        X = torch.as_tensor(np.asarray(x, dtype=np.float64))
+        single = X.ndim == 1
+        X = X.unsqueeze(0) if single else X
+        with torch.no_grad():
+            y = self.evaluate(X).numpy()
+        if self.noise > 0:
+            y = y + self.noise * self._noise_gen.standard_normal(y.shape)
+        return float(y[0]) if single else y
+
+    def regret(self, value: float) -> float:
+        """``value − optimal_value``."""
+        return float(value) - self.optimal_value
+
+
+def load_objective(spec: str) -> Callable[[np.ndarray], float]:
+    """Import ``"package.module:function"`` (a callable taking a ``(D,)`` array, returning a float).
+
+    Raises:
+        ValueError: ``spec`` is not ``module:function``, or the module/attribute is missing or not
+            callable (the message names which).
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"objective must be a 'module:function' string, got {type(spec).__name__}")
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"objective must look like 'package.module:function', got {spec!r}")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(f"objective module {module!r} cannot be imported ({err})") from err
+    obj: Any = mod
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"objective {spec!r}: {module!r} has no attribute {name!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"objective {spec!r} is not callable")
+    return obj

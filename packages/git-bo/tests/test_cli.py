@@ -1,0 +1,104 @@
+"""The command line: fast torch-free help, parse-time errors, optimize with a resumable
+history, a user objective by import path, train-pfn."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from iclr26.git_bo.cli import main
+
+
+def test_help_and_version_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from iclr26.git_bo.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in ('torch', 'botorch', 'numpy') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "optimize" in out.stdout
+    assert "train-pfn" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["optimize", "--problem", "ackley", "--dim", "0", "--budget", "5"], "--dim"),
+        (["optimize", "--problem", "ackley", "--dim", "5", "--budget", "x"], "--budget"),
+        (["optimize", "--problem", "sphere", "--dim", "5", "--budget", "5"], "--problem"),
+        (
+            ["optimize", "--problem", "ackley", "--dim", "5", "--budget", "5", "--scale", "0"],
+            "--scale",
+        ),
+        (
+            ["optimize", "--objective", "m:f", "--bounds", "missing.json", "--budget", "5"],
+            "--bounds",
+        ),
+        (["optimize", "--dim", "5", "--budget", "5"], "--objective"),
+        (["train-pfn", "--out", "x.safetensors", "--steps", "-1"], "--steps"),
+        (["reproduce", "--seed", "-3"], "--seed"),
+    ],
+)
+def test_parse_errors_name_the_option(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_user_errors_are_one_line(tmp_path, capsys):
+    assert (
+        main(["optimize", "--problem", "ackley", "--dim", "3", "--d-eff", "5", "--budget", "5"])
+        == 2
+    )
+    assert main(["optimize", "--objective", "nomodule", "--dim", "3", "--budget", "5"]) == 2
+    assert main(["optimize", "--objective", "math:fsum", "--dim", "3", "--lower", "1",
+                 "--upper", "0", "--budget", "5"]) == 2  # fmt: skip
+    assert main(["optimize", "--problem", "ackley", "--dim", "4", "--budget", "5",
+                 "--surrogate", "tabpfn"]) == 2  # fmt: skip
+    folder = tmp_path / "d"
+    folder.mkdir()
+    assert main(["optimize", "--problem", "ackley", "--dim", "4", "--budget", "5",
+                 "--history", str(folder)]) == 2  # fmt: skip
+    existing = tmp_path / "file.txt"
+    existing.write_text("x")
+    assert main(["reproduce", "--quick", "--out", str(existing)]) == 2  # before any work
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("iclr26-git-bo: error")]
+    assert len(lines) == 6
+    assert "Traceback" not in err
+
+
+def test_optimize_user_objective_with_resumable_history(tmp_path, monkeypatch, capsys):
+    (tmp_path / "myobj.py").write_text(
+        "import numpy as np\n\ndef sphere(x):\n    return float(np.sum((np.asarray(x) - 0.3) ** 2))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hist, res = tmp_path / "run" / "h.jsonl", tmp_path / "best.json"
+    args = ["optimize", "--objective", "myobj:sphere", "--dim", "6", "--lower", "-1", "--upper",
+            "1", "--surrogate", "rff", "--n-init", "5", "--n-candidates", "200", "--origin",
+            "best", "--history", str(hist), "--result", str(res), "--no-progress"]  # fmt: skip
+    assert main([*args, "--budget", "8"]) == 0
+    assert len(hist.read_text().splitlines()) == 1 + 8
+    assert main([*args, "--budget", "12"]) == 0
+    assert len(hist.read_text().splitlines()) == 1 + 12
+    best = json.loads(res.read_text())
+    assert best["n_evals"] == 12
+    assert best["surrogate"] == "rff"
+    assert len(best["best_x"]) == 6
+    assert "best value" in capsys.readouterr().out
+
+
+def test_train_pfn_writes_a_loadable_checkpoint(tmp_path):
+    out = tmp_path / "p.safetensors"
+    assert main(["train-pfn", "--out", str(out), "--steps", "2", "--batch", "2", "--n-points",
+                 "16", "--max-dim", "8", "--no-progress"]) == 0  # fmt: skip
+    from iclr26.git_bo import load_pfn
+
+    assert load_pfn(out).max_dim == 8
+    assert main(["train-pfn", "--out", str(tmp_path), "--steps", "1"]) == 2  # a folder
