@@ -83,7 +83,8 @@ def calibrate_thresholds(
 
 
 def decode(model, prefix: torch.Tensor, num_tokens: int, *, allowed_vocab: int | None = None,
-           keep_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+           keep_logits: bool = False, noise_seed: int | None = None,
+           ) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """Greedy decoding with a native :class:`TinyARVideoLM` or a HF model's ``generate``.
 
     Returns ``(tokens (B, P + num_tokens), logits (B, num_tokens, V) or None)``.
@@ -91,17 +92,18 @@ def decode(model, prefix: torch.Tensor, num_tokens: int, *, allowed_vocab: int |
     from iclr26.fastcar.models import TinyARVideoLM
 
     if isinstance(model, TinyARVideoLM):
-        r = model.decode(prefix, num_tokens, allowed_vocab=allowed_vocab, keep_logits=keep_logits)
+        r = model.decode(prefix, num_tokens, allowed_vocab=allowed_vocab, keep_logits=keep_logits,
+                         noise_seed=noise_seed)  # fmt: skip
         return r.tokens, r.logits
     from iclr26.fastcar.hf import generate_video
 
     return generate_video(model, prefix, num_tokens, allowed_vocab=allowed_vocab,
-                          keep_logits=keep_logits)  # fmt: skip
+                          keep_logits=keep_logits, noise_seed=noise_seed)  # fmt: skip
 
 
 def record(
     model, prefix: torch.Tensor, num_tokens: int, cfg: ReplayConfig, *,
-    allowed_vocab: int | None = None,
+    allowed_vocab: int | None = None, noise_seed: int | None = None,
 ) -> ReplayState:  # fmt: skip
     """Decode densely and record, per layer, the score of ``cfg.decision`` and the true relative
     MLP-output change ``||y_i - y_{i-N}|| / ||y_{i-N}||`` (plus both for a random earlier token
@@ -112,25 +114,31 @@ def record(
     if isinstance(model, TinyARVideoLM):
         state = ReplayState(dense, model.num_layers)
         state.recording = True
-        model.decode(prefix, num_tokens, replay=state, allowed_vocab=allowed_vocab)
+        model.decode(prefix, num_tokens, replay=state, allowed_vocab=allowed_vocab,
+                     noise_seed=noise_seed)  # fmt: skip
         state.recording = False
         return state
     from iclr26.fastcar.hf import enable_fastcar, generate_video
 
     with enable_fastcar(model, dense) as h, h.recording():
-        generate_video(model, prefix, num_tokens, allowed_vocab=allowed_vocab)
+        generate_video(
+            model, prefix, num_tokens, allowed_vocab=allowed_vocab, noise_seed=noise_seed
+        )
     return h.state
 
 
 def calibrate(
     model, prefix: torch.Tensor, num_tokens: int, cfg: ReplayConfig,
     target_rate: float | Sequence[float], *, allowed_vocab: int | None = None,
+    noise_seed: int | None = None,
 ) -> list[float]:  # fmt: skip
     """Thresholds for ``cfg.decision`` reaching ``target_rate`` on calibration prompts ``prefix``."""
     if isinstance(target_rate, int | float):
         _check_rate(target_rate)
     if cfg.decision == "always":
         raise ValueError("decision='always' has no threshold to calibrate")
-    state = record(model, prefix, num_tokens, cfg, allowed_vocab=allowed_vocab)
+    state = record(
+        model, prefix, num_tokens, cfg, allowed_vocab=allowed_vocab, noise_seed=noise_seed
+    )
     scores = [torch.cat(r["score"]) if r["score"] else torch.empty(0) for r in state.records]
     return calibrate_thresholds(scores, target_rate)

@@ -49,6 +49,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--score", choices=("post_rope", "reference"), default="post_rope",
                         help="TAS query before (reference) or after RoPE")  # fmt: skip
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of "
+                        "sampling with per-position noise fixed by --seed")  # fmt: skip
 
 
 def _load(args):
@@ -59,7 +61,7 @@ def _load(args):
     from iclr26.fastcar.replay import ReplayConfig
     from iclr26.fastcar.toy import load_toy
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     toy = load_toy(args.model)
     prompts = _prompts(toy, args.videos, args.frames, args.seed)
     layout = FrameLayout(toy.vocab.tokens_per_frame, toy.vocab.prefix_len)
@@ -81,7 +83,8 @@ def _calibrate_setup(parser: argparse.ArgumentParser):
 
         toy, prompts, cfg = _load(args)
         th = calibrate(toy.model, prompts.prefix, args.frames * toy.vocab.tokens_per_frame, cfg,
-                       args.rate, allowed_vocab=toy.preset.codebook_size)  # fmt: skip
+                       args.rate, allowed_vocab=toy.preset.codebook_size,
+                       noise_seed=None if args.greedy else args.seed)  # fmt: skip
         payload = {"rate": args.rate, "decision": args.decision, "score": args.score,
                    "thresholds": th}  # fmt: skip
         print(dumps_json(payload))
@@ -122,19 +125,21 @@ def _decode_setup(parser: argparse.ArgumentParser):
         num_tokens = args.frames * n
         k = toy.preset.codebook_size
         model = toy.model if args.backend == "hf" else TinyARVideoLM.from_hf(toy.model)
+        ns = None if args.greedy else args.seed
         if args.rate is not None:
             cfg.thresholds = calibrate(model, prompts.prefix, num_tokens, cfg, args.rate,
-                                       allowed_vocab=k)  # fmt: skip
+                                       allowed_vocab=k, noise_seed=ns)  # fmt: skip
         elif args.thresholds is not None:
             cfg.thresholds = args.thresholds
         thresholds = cfg.layer_thresholds(toy.preset.num_layers)
-        dense, _ = decode(model, prompts.prefix, num_tokens, allowed_vocab=k)
+        dense, _ = decode(model, prompts.prefix, num_tokens, allowed_vocab=k, noise_seed=ns)
         if args.backend == "hf":
             with enable_fastcar(model, cfg) as h:
-                tokens, _ = generate_video(model, prompts.prefix, num_tokens, allowed_vocab=k)
+                tokens, _ = generate_video(model, prompts.prefix, num_tokens, allowed_vocab=k,
+                                           noise_seed=ns)  # fmt: skip
                 stats = h.stats
         else:
-            r = model.decode(prompts.prefix, num_tokens, replay=cfg, allowed_vocab=k)
+            r = model.decode(prompts.prefix, num_tokens, replay=cfg, allowed_vocab=k, noise_seed=ns)
             tokens, stats = r.tokens, r.state.stats
         frames = _frames(toy, tokens, args.frames)
         ref = _frames(toy, dense, args.frames)
@@ -175,7 +180,7 @@ def _train_setup(parser: argparse.ArgumentParser):
 
         from iclr26.fastcar.toy import save_toy, train_toy
 
-        torch.set_num_threads(2)
+        torch.set_num_threads(1)
         toy = train_toy(num_videos=args.videos, epochs=args.epochs, seed=args.seed,
                         progress=not args.no_progress)  # fmt: skip
         save_toy(toy, out)

@@ -256,10 +256,12 @@ def generate_video(
     *,
     allowed_vocab: int | None = None,
     keep_logits: bool = False,
+    noise_seed: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Greedy ``model.generate`` of exactly ``num_tokens`` tokens after ``prefix`` ``(B, P)``.
+    """Greedy (or fixed-noise Gumbel-max, ``noise_seed``) ``model.generate`` of exactly ``num_tokens`` tokens after ``prefix`` ``(B, P)``.
 
-    ``allowed_vocab`` suppresses ids ``>= allowed_vocab`` (non-image tokens). Returns
+    ``allowed_vocab`` suppresses ids ``>= allowed_vocab`` (non-image tokens); ``noise_seed``
+    adds the same per-position Gumbel noise as the native decoder (a logits processor). Returns
     ``(tokens (B, P + num_tokens), raw logits (B, num_tokens, V) or None)``.
     """
     if not isinstance(prefix, torch.Tensor) or prefix.ndim != 2 or prefix.shape[1] < 1:
@@ -272,11 +274,28 @@ def generate_video(
         raise ValueError(f"num_tokens must be a positive integer, got {num_tokens!r}")
     vocab = model.config.vocab_size
     suppress = list(range(allowed_vocab, vocab)) if allowed_vocab is not None else None
+    processors = None
+    if noise_seed is not None:
+        from transformers import LogitsProcessor, LogitsProcessorList
+
+        from iclr26.fastcar.models import position_noise
+
+        v = vocab if allowed_vocab is None else allowed_vocab
+        noise = position_noise(prefix.shape[0], num_tokens, v, noise_seed).to(prefix.device)
+        p = prefix.shape[1]
+
+        class _Noise(LogitsProcessor):
+            def __call__(self, input_ids, scores):
+                scores = scores.float().clone()
+                scores[:, :v] += noise[:, input_ids.shape[1] - p]
+                return scores
+
+        processors = LogitsProcessorList([_Noise()])
     out = model.generate(
         prefix.long(), attention_mask=torch.ones_like(prefix), max_new_tokens=num_tokens,
         min_new_tokens=num_tokens, do_sample=False, suppress_tokens=suppress,
         output_logits=keep_logits, return_dict_in_generate=True, pad_token_id=0,
-        eos_token_id=None, use_cache=True,
+        eos_token_id=None, use_cache=True, logits_processor=processors,
     )  # fmt: skip
     logits = torch.stack(out.logits, 1) if keep_logits else None
     return out.sequences, logits

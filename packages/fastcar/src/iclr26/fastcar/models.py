@@ -18,7 +18,15 @@ from torch import nn
 from iclr26.fastcar.hf import apply_rope
 from iclr26.fastcar.replay import ReplayConfig, ReplayState
 
-__all__ = ["DecodeResult", "TinyARVideoLM", "sink_window_mask"]
+__all__ = ["DecodeResult", "TinyARVideoLM", "position_noise", "sink_window_mask"]
+
+
+def position_noise(batch: int, num_tokens: int, vocab: int, seed: int) -> torch.Tensor:
+    """``(batch, num_tokens, vocab)`` Gumbel noise fixed per (row, position, id) by ``seed``:
+    ``argmax(logits + noise)`` samples from ``softmax(logits)`` with shared randomness."""
+    g = torch.Generator().manual_seed(int(seed))
+    u = torch.rand(batch, num_tokens, vocab, generator=g).clamp_(1e-10, 1 - 1e-7)
+    return -torch.log(-torch.log(u))
 
 
 class _RMSNorm(nn.Module):
@@ -271,6 +279,7 @@ class TinyARVideoLM(nn.Module):
         attention: tuple[int, int] | None = None,
         keep_logits: bool = False,
         skip_mlp: bool = False,
+        noise_seed: int | None = None,
     ) -> DecodeResult:
         """Greedy decoding of ``num_tokens`` tokens after ``prefix`` with optional replay.
 
@@ -283,6 +292,9 @@ class TinyARVideoLM(nn.Module):
             attention: ``(sink, window)`` sparse attention, ``None`` for full causal attention.
             keep_logits: return the ``(B, num_tokens, V)`` logits.
             skip_mlp: timing instrument only: every MLP is dropped (measures the MLP share).
+            noise_seed: sample with Gumbel-max noise drawn once per (row, position) from this
+                seed (:func:`position_noise`), so dense and replay runs differ only through their
+                logits; ``None`` decodes greedily.
         """
         if not isinstance(prefix, torch.Tensor) or prefix.ndim != 2 or prefix.shape[1] < 1:
             raise ValueError(
@@ -330,11 +342,17 @@ class TinyARVideoLM(nn.Module):
         out = torch.empty(b, total, dtype=torch.long, device=prefix.device)
         out[:, :p] = prefix
         kept = [] if keep_logits else None
+        vocab = self.vocab_size if allowed_vocab is None else allowed_vocab
+        noise = None
+        if noise_seed is not None:
+            noise = position_noise(b, num_tokens, vocab, noise_seed).to(w.device)
         logits = self._forward(prefix.long(), 0, cache, state, attention, skip_mlp)[:, -1]
         for i in range(p, total):
             if kept is not None:
                 kept.append(logits)
-            lg = logits if allowed_vocab is None else logits[:, :allowed_vocab]
+            lg = logits[:, :vocab].float()
+            if noise is not None:
+                lg = lg + noise[:, i - p]
             nxt = lg.argmax(-1)
             out[:, i] = nxt
             if i + 1 < total:
