@@ -56,15 +56,33 @@ def _timeit(fn, repeats: int):
     return timeit(fn, repeats=repeats, warmup=1)
 
 
+def _paired(fn_a, fn_b, repeats: int) -> dict:
+    """Alternate ``a`` and ``b`` runs (load on a shared machine drifts); median and IQR of the
+    per-pair time ratio ``t_b / t_a`` and the median times."""
+    import time
+
+    fn_a(), fn_b()  # warm-up
+    ta, tb = [], []
+    for _ in range(repeats):
+        for fn, acc in ((fn_a, ta), (fn_b, tb)):
+            t0 = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - t0)
+    ratio = np.asarray(tb) / np.asarray(ta)
+    q1, med, q3 = np.percentile(ratio, [25, 50, 75])
+    return {"ratio": float(med), "ratio_iqr": float(q3 - q1), "a": float(np.median(ta)),
+            "b": float(np.median(tb))}  # fmt: skip
+
+
 def time_split(
     model: TinyARVideoLM, prefix: torch.Tensor, num_tokens: int, *, repeats: int = 3
 ) -> dict:
-    """E0: decode time with and without every MLP (native model) → MLP share ``f_mlp``."""
-    dense = _timeit(lambda: model.decode(prefix, num_tokens), repeats)
-    no_mlp = _timeit(lambda: model.decode(prefix, num_tokens, skip_mlp=True), repeats)
-    f = max(0.0, 1.0 - no_mlp.median / dense.median)
-    return {"batch": len(prefix), "dense_ms_per_token": 1e3 * dense.median / num_tokens,
-            "no_mlp_ms_per_token": 1e3 * no_mlp.median / num_tokens, "f_mlp": f}  # fmt: skip
+    """E0: decode time with and without every MLP (native model, paired runs) → MLP share."""
+    t = _paired(lambda: model.decode(prefix, num_tokens),
+                lambda: model.decode(prefix, num_tokens, skip_mlp=True), repeats)  # fmt: skip
+    return {"batch": len(prefix), "dense_ms_per_token": 1e3 * t["a"] / num_tokens,
+            "no_mlp_ms_per_token": 1e3 * t["b"] / num_tokens,
+            "f_mlp": max(0.0, 1.0 - t["ratio"])}  # fmt: skip
 
 
 def _quality(toy, clf, prompts, frames, tokens, dense_tokens, dense_frames) -> dict:
@@ -117,10 +135,10 @@ def decode_sweep(
         elif decision == "always":
             cfg.thresholds = 0.0
         else:
-            cfg.thresholds = calibrate(native, calp.prefix, num_tokens, cfg, rate, allowed_vocab=k)
-        res = native.decode(
-            evalp.prefix, num_tokens, replay=cfg, allowed_vocab=k, attention=attention
-        )
+            cfg.thresholds = calibrate(native, calp.prefix, num_tokens, cfg, rate, allowed_vocab=k,
+                                       noise_seed=ns + 1)  # fmt: skip
+        res = native.decode(evalp.prefix, num_tokens, replay=cfg, allowed_vocab=k,
+                            attention=attention, noise_seed=ns)  # fmt: skip
         q = _quality(toy, clf, evalp, frames, res.tokens, dense.tokens, dense_frames)
         extra["curves"][(decision, rate)] = q["_mse"]
         if decision == "tas" and abs(rate - 0.6) < 1e-9:
@@ -147,35 +165,40 @@ def _speed(preset: ToyPreset, rates, *, batch: int, frames: int, repeats: int, s
     prefix = torch.randint(0, vocab.vocab_size, (batch, vocab.prefix_len), generator=g)
     split = time_split(native, prefix, num_tokens, repeats=repeats)
     f = split["f_mlp"]
-    dense_t = {"native": _timeit(lambda: native.decode(prefix, num_tokens), repeats)}
-    if hf:
-        dense_t["hf"] = _timeit(lambda: generate_video(model, prefix, num_tokens), repeats)
     rows = []
     for r in rates:
         cfg = ReplayConfig(layout, seed=seed)
         cfg.thresholds = calibrate(native, prefix[: max(4, batch // 4)], num_tokens, cfg, r)
-        for backend, t_dense in dense_t.items():
+        for backend in ("native", "hf") if hf else ("native",):
+            state = {}
             if backend == "native":
-                state = {}
 
-                def run(cfg=cfg, state=state):
-                    state["r"] = native.decode(prefix, num_tokens, replay=cfg).state
+                def dense_fn():
+                    native.decode(prefix, num_tokens)
 
-                t_fc = _timeit(run, repeats)
-                stats = state["r"].stats
+                def fc_fn(cfg=cfg, state=state):
+                    state["stats"] = native.decode(prefix, num_tokens, replay=cfg).state.stats
+
+                t = _paired(dense_fn, fc_fn, repeats)
             else:
-                with enable_fastcar(model, cfg) as h:
-                    t_fc = _timeit(lambda: generate_video(model, prefix, num_tokens), repeats)
-                    stats = h.stats
-            rr = stats.replay_rate()
-            speed = t_dense.median / t_fc.median
+
+                def dense_fn():
+                    generate_video(model, prefix, num_tokens)
+
+                def fc_fn(cfg=cfg, state=state):
+                    with enable_fastcar(model, cfg) as hh:
+                        generate_video(model, prefix, num_tokens)
+                        state["stats"] = hh.stats
+
+                t = _paired(dense_fn, fc_fn, repeats)
+            rr = state["stats"].replay_rate()
+            speed = 1.0 / t["ratio"]
             bound = amdahl_bound(f, rr)
             rows.append({
                 "backend": backend, "target": r, "replay_rate_all": rr,
-                "latency_ratio": t_fc.median / t_dense.median, "speedup": speed,
-                "speedup_iqr": speed * math.hypot(t_dense.iqr / t_dense.median, t_fc.iqr / t_fc.median),
+                "latency_ratio": t["ratio"], "latency_ratio_iqr": t["ratio_iqr"], "speedup": speed,
                 "amdahl": bound, "of_bound": (speed - 1) / (bound - 1) if bound > 1 else math.nan,
-                "dense_ms_tok": 1e3 * t_dense.median / num_tokens,
+                "dense_ms_tok": 1e3 * t["a"] / num_tokens,
             })  # fmt: skip
     return split, rows
 
