@@ -226,7 +226,7 @@ def _figures(report, sweep_rows, speed_rows, extra, toy, frames):
             x, s, b = zip(*pts, strict=False)
             ax[1].plot(x, s, "o-", label=f"{backend} measured")
             ax[1].plot(
-                x, b, "k--" if backend == "native" else "k:", label=f"{backend} Amdahl bound"
+                x, b, "kx--" if backend == "native" else "k+:", label=f"{backend} Amdahl bound"
             )
     ax[1].set_xlabel("replay rate (all decode rows)")
     ax[1].set_ylabel("speed-up vs dense")
