@@ -66,6 +66,11 @@ def test_calibrated_rate_is_reached_on_recorded_scores():
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: on the shipped toy TAS won 0 of 5 seeds against random at 40 % replay "
+    "(reproduce E3 agrees); strict, so the test fails if the claim starts holding",
+)
 def test_tas_drifts_less_than_random_at_equal_rate(toy):
     """Spec §5.5 method check: at 40 % replay TAS beats random in >= 4 of 5 seeds (32 videos)."""
     nat = TinyARVideoLM.from_hf(toy.model)
