@@ -1,0 +1,365 @@
+"""``reproduce`` (spec E0–E3, E4 in the default run) and ``bench`` (spec §5.6)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr26.fastcar.calibrate import calibrate, record
+from iclr26.fastcar.cost import amdahl_bound
+from iclr26.fastcar.data import DigitClassifier, moving_digits, trajectory
+from iclr26.fastcar.layout import FrameLayout
+from iclr26.fastcar.metrics import drift_slope, frame_psnr, spearman_per_layer, token_agreement
+from iclr26.fastcar.models import TinyARVideoLM
+from iclr26.fastcar.replay import ReplayConfig
+from iclr26.fastcar.toy import ToyModel, ToyPreset, build_model, load_toy
+
+__all__ = ["bench", "decode_sweep", "reproduce", "time_split"]
+
+log = logging.getLogger(__name__)
+PKG = "iclr26-fastcar"
+CLAIM = (
+    "Most decode time is in the MLP; MLP outputs are redundant across frames where TAS is high; "
+    "replaying them speeds up decoding at small quality drift, and TAS picks better than random."
+)
+BENCH_PRESET = ToyPreset(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=4,
+                         intermediate_size=1024)  # fmt: skip
+
+
+@dataclass
+class _Prompts:
+    prefix: torch.Tensor
+    labels: np.ndarray
+    corners: np.ndarray
+
+
+def _prompts(toy: ToyModel, n: int, frames: int, seed: int) -> _Prompts:
+    v = moving_digits(n, 1, toy.preset.canvas, seed=seed)
+    prefix = torch.as_tensor(toy.vocab.prefix(v["label"], v["velocity"], v["y0"], v["x0"]))
+    corners = trajectory(v["y0"], v["x0"], v["velocity"], frames, toy.preset.canvas)
+    return _Prompts(prefix, v["label"], corners)
+
+
+def _frames(toy: ToyModel, tokens: torch.Tensor, frames: int) -> np.ndarray:
+    n = toy.vocab.tokens_per_frame
+    codes = tokens[:, toy.vocab.prefix_len :].reshape(len(tokens), frames, n).cpu().numpy()
+    return toy.tokenizer.decode(codes, toy.preset.canvas)
+
+
+def _timeit(fn, repeats: int):
+    from iclr26.shared import timeit
+
+    return timeit(fn, repeats=repeats, warmup=1)
+
+
+def _paired(fn_a, fn_b, repeats: int) -> dict:
+    """Alternate ``a`` and ``b`` runs (load on a shared machine drifts); median and IQR of the
+    per-pair time ratio ``t_b / t_a`` and the median times."""
+    import time
+
+    fn_a(), fn_b()  # warm-up
+    ta, tb = [], []
+    for _ in range(repeats):
+        for fn, acc in ((fn_a, ta), (fn_b, tb)):
+            t0 = time.perf_counter()
+            fn()
+            acc.append(time.perf_counter() - t0)
+    ratio = np.asarray(tb) / np.asarray(ta)
+    q1, med, q3 = np.percentile(ratio, [25, 50, 75])
+    return {"ratio": float(med), "ratio_iqr": float(q3 - q1), "a": float(np.median(ta)),
+            "b": float(np.median(tb))}  # fmt: skip
+
+
+def time_split(
+    model: TinyARVideoLM, prefix: torch.Tensor, num_tokens: int, *, repeats: int = 3
+) -> dict:
+    """E0: decode time with and without every MLP (native model, paired runs) → MLP share."""
+    t = _paired(lambda: model.decode(prefix, num_tokens),
+                lambda: model.decode(prefix, num_tokens, skip_mlp=True), repeats)  # fmt: skip
+    return {"batch": len(prefix), "dense_ms_per_token": 1e3 * t["a"] / num_tokens,
+            "no_mlp_ms_per_token": 1e3 * t["b"] / num_tokens,
+            "f_mlp": max(0.0, 1.0 - t["ratio"])}  # fmt: skip
+
+
+def _quality(toy, clf, prompts, frames, tokens, dense_tokens, dense_frames) -> dict:
+    fr = _frames(toy, tokens, frames)
+    psnr = frame_psnr(fr, dense_frames)
+    mse = ((fr - dense_frames) ** 2).mean(axis=(0, 2, 3))
+    acc = clf.accuracy_per_frame(fr, prompts.corners, prompts.labels)
+    p = toy.vocab.prefix_len
+    return {
+        "agreement": token_agreement(tokens[:, p:], dense_tokens[:, p:]),
+        "psnr_db": float(np.mean(psnr)), "psnr_last_db": float(psnr[-1]),
+        "cls_acc": float(acc.mean()), "drift_slope": drift_slope(mse), "_mse": mse, "_frames": fr,
+    }  # fmt: skip
+
+
+def decode_sweep(
+    toy: ToyModel, *, rates=(0.2, 0.4, 0.6, 0.8), decisions=("tas", "random"), num_videos: int = 32,
+    frames: int = 8, seed: int = 0, attention: tuple[int, int] | None = None, progress: bool = False,
+) -> tuple[list[dict], dict]:  # fmt: skip
+    """Calibrate each rule to each rate on separate prompts, decode ``num_videos`` videos (native
+    model, one batch), and measure live replay rate and drift against dense decoding."""
+    from iclr26.shared import progress as bar
+
+    native = TinyARVideoLM.from_hf(toy.model)
+    n = toy.vocab.tokens_per_frame
+    num_tokens = frames * n
+    layout = FrameLayout(n, toy.vocab.prefix_len)
+    k = toy.preset.codebook_size
+    evalp = _prompts(toy, num_videos, frames, seed + 1000)
+    calp = _prompts(toy, max(8, num_videos // 2), frames, seed + 2000)
+    clf = DigitClassifier(seed=seed)
+    ns = seed + 7  # shared per-position sampling noise: runs differ only through their logits
+    dense = native.decode(evalp.prefix, num_tokens, allowed_vocab=k, noise_seed=ns)
+    dense_frames = _frames(toy, dense.tokens, frames)
+    ref_acc = clf.accuracy_per_frame(dense_frames, evalp.corners, evalp.labels)
+    rows, extra = [], {"dense_frames": dense_frames, "dense_cls_acc": float(ref_acc.mean()),
+                       "curves": {}}  # fmt: skip
+    if attention is not None:
+        sp = native.decode(evalp.prefix, num_tokens, allowed_vocab=k, attention=attention,
+                           noise_seed=ns)  # fmt: skip
+        q = _quality(toy, clf, evalp, frames, sp.tokens, dense.tokens, dense_frames)
+        extra["curves"][("sparse", 0.0)] = q["_mse"]
+        rows.append({"method": f"sparse {attention}", "target": 0.0, "replay_rate": 0.0,
+                     **{a: b for a, b in q.items() if not a.startswith("_")}})  # fmt: skip
+    jobs = [(d, r) for d in decisions for r in (rates if d != "always" else (1.0,))]
+    for decision, rate in bar(jobs, desc="decode sweep", enabled=progress):
+        cfg = ReplayConfig(layout, decision=decision, seed=seed)
+        if decision == "random":
+            cfg.thresholds = 1.0 - rate
+        elif decision == "always":
+            cfg.thresholds = 0.0
+        else:
+            cfg.thresholds = calibrate(native, calp.prefix, num_tokens, cfg, rate, allowed_vocab=k,
+                                       noise_seed=ns + 1)  # fmt: skip
+        res = native.decode(evalp.prefix, num_tokens, replay=cfg, allowed_vocab=k,
+                            attention=attention, noise_seed=ns)  # fmt: skip
+        q = _quality(toy, clf, evalp, frames, res.tokens, dense.tokens, dense_frames)
+        extra["curves"][(decision, rate)] = q["_mse"]
+        if decision == "tas" and abs(rate - 0.6) < 1e-9:
+            extra["tas_frames"] = q["_frames"]
+        name = decision if attention is None else f"sparse + {decision}"
+        rows.append({"method": name, "target": rate,
+                     "replay_rate": res.state.stats.eligible_replay_rate(),
+                     "replay_rate_all": res.state.stats.replay_rate(),
+                     **{a: b for a, b in q.items() if not a.startswith("_")}})  # fmt: skip
+    return rows, extra
+
+
+def _speed(preset: ToyPreset, rates, *, batch: int, frames: int, repeats: int, seed: int,
+           hf: bool) -> tuple[dict, list[dict]]:  # fmt: skip
+    """Per-token latency of dense vs FastCar at calibrated rates (random-init bench model)."""
+    from iclr26.fastcar.hf import enable_fastcar, generate_video
+
+    model, vocab = build_model(preset, seed=seed)
+    native = TinyARVideoLM.from_hf(model)
+    n = vocab.tokens_per_frame
+    num_tokens = frames * n
+    layout = FrameLayout(n, vocab.prefix_len)
+    g = torch.Generator().manual_seed(seed)
+    prefix = torch.randint(0, vocab.vocab_size, (batch, vocab.prefix_len), generator=g)
+    split = time_split(native, prefix, num_tokens, repeats=repeats)
+    f = split["f_mlp"]
+    rows = []
+    for r in rates:
+        cfg = ReplayConfig(layout, seed=seed)
+        cfg.thresholds = calibrate(native, prefix[: max(4, batch // 4)], num_tokens, cfg, r)
+        for backend in ("native", "hf") if hf else ("native",):
+            state = {}
+            if backend == "native":
+
+                def dense_fn():
+                    native.decode(prefix, num_tokens)
+
+                def fc_fn(cfg=cfg, state=state):
+                    state["stats"] = native.decode(prefix, num_tokens, replay=cfg).state.stats
+
+                t = _paired(dense_fn, fc_fn, repeats)
+            else:
+
+                def dense_fn():
+                    generate_video(model, prefix, num_tokens)
+
+                def fc_fn(cfg=cfg, state=state):
+                    with enable_fastcar(model, cfg) as hh:
+                        generate_video(model, prefix, num_tokens)
+                        state["stats"] = hh.stats
+
+                t = _paired(dense_fn, fc_fn, repeats)
+            rr = state["stats"].replay_rate()
+            speed = 1.0 / t["ratio"]
+            bound = amdahl_bound(f, rr)
+            rows.append({
+                "backend": backend, "target": r, "replay_rate_all": rr,
+                "latency_ratio": t["ratio"], "latency_ratio_iqr": t["ratio_iqr"], "speedup": speed,
+                "amdahl": bound, "of_bound": (speed - 1) / (bound - 1) if bound > 1 else math.nan,
+                "dense_ms_tok": 1e3 * t["a"] / num_tokens,
+            })  # fmt: skip
+    return split, rows
+
+
+def _figures(report, sweep_rows, speed_rows, extra, toy, frames):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    for method in ("tas", "random", "input_diff", "oracle"):
+        pts = [(r["replay_rate"], r["psnr_db"]) for r in sweep_rows if r["method"] == method]
+        if pts:
+            x, y = zip(*pts, strict=False)
+            ax[0].plot(x, y, "o-", label=method)
+    ax[0].set_xlabel("live replay rate (eligible rows)")
+    ax[0].set_ylabel("PSNR vs dense decode (dB)")
+    ax[0].set_title("drift vs replay rate (trained toy)")
+    ax[0].legend()
+    for backend in ("native", "hf"):
+        pts = [(r["replay_rate_all"], r["speedup"], r["amdahl"]) for r in speed_rows
+               if r["backend"] == backend]  # fmt: skip
+        if pts:
+            x, s, b = zip(*pts, strict=False)
+            ax[1].plot(x, s, "o-", label=f"{backend} measured")
+            ax[1].plot(
+                x, b, "kx--" if backend == "native" else "k+:", label=f"{backend} Amdahl bound"
+            )
+    ax[1].set_xlabel("replay rate (all decode rows)")
+    ax[1].set_ylabel("speed-up vs dense")
+    ax[1].set_title("speed-up (bench model, batch 32)")
+    ax[1].legend()
+    fig.tight_layout()
+    report.add_figure("speedup_drift", fig)
+    if "tas_frames" in extra:
+        d, t = extra["dense_frames"], extra["tas_frames"]
+        nv = min(4, len(d))
+        fig, axes = plt.subplots(2 * nv, frames, figsize=(frames * 0.9, 2 * nv * 0.95))
+        for v in range(nv):
+            for f in range(frames):
+                for row, src in ((2 * v, d), (2 * v + 1, t)):
+                    a = axes[row, f]
+                    a.imshow(src[v, f], cmap="gray", vmin=0, vmax=1)
+                    a.set_xticks([])
+                    a.set_yticks([])
+            axes[2 * v, 0].set_ylabel(f"dense {v}", fontsize=7)
+            axes[2 * v + 1, 0].set_ylabel(f"TAS r=.6 {v}", fontsize=7)
+        fig.suptitle("decoded frames: dense vs FastCar (TAS, target rate 0.6)", fontsize=9)
+        fig.tight_layout()
+        report.add_figure("frames", fig)
+
+
+def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
+    """E0 time split, E1 TAS–change correlation, E2 speed-up and drift at calibrated rates, E3
+    decision rules at equal rate; E4 (default run) sparse attention alone and with FastCar."""
+    from iclr26.shared import Report
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    toy = load_toy()
+    frames = 8
+    nvid = 16 if quick else 32
+    report = Report(PKG, "reproduce", CLAIM, seed=seed, backends=["torch", "transformers"],
+                    config={"quick": quick, "videos": nvid, "frames": frames,
+                            "toy": toy.preset.__dict__, "bench_model": BENCH_PRESET.__dict__})  # fmt: skip
+    # E1: TAS vs true MLP-output change, per layer (dense decode, HF path)
+    n = toy.vocab.tokens_per_frame
+    layout = FrameLayout(n, toy.vocab.prefix_len)
+    p = _prompts(toy, 4 if quick else 16, frames, seed + 3000)
+    st = record(toy.model, p.prefix, frames * n, ReplayConfig(layout, seed=seed),
+                allowed_vocab=toy.preset.codebook_size, noise_seed=seed + 5)  # fmt: skip
+    rho = spearman_per_layer(st.records)
+    rho_alt = spearman_per_layer(st.records, "alt_score", "alt_change")
+    med_change = [float(torch.cat(r["change"]).median()) for r in st.records]
+    report.add_table("E1: Spearman(TAS, relative MLP-output change) per layer", [
+        {"layer": i, "rho_predecessor": a, "rho_random_earlier_token": b,
+         "median_change_predecessor": c,
+         "median_change_random": float(torch.cat(st.records[i]["alt_change"]).median())}
+        for i, (a, b, c) in enumerate(zip(rho, rho_alt, med_change, strict=False))
+    ])  # fmt: skip
+    report.check("E1: TAS is negatively correlated with the MLP-output change in every layer",
+                 all(r < 0 for r in rho), f"rho = {[round(r, 3) for r in rho]}")  # fmt: skip
+    # E0 + speed (bench-size model, random init: timing does not depend on the weights)
+    rates = (0.6,) if quick else (0.2, 0.4, 0.6, 0.8)
+    split, speed_rows = _speed(BENCH_PRESET, rates, batch=32, frames=3 if quick else frames,
+                               repeats=3 if quick else 5, seed=seed, hf=True)  # fmt: skip
+    report.add_table("E0: decode time split (native bench model, batch 32)", [split])
+    report.check("E0: the MLP is the largest share of decode time (f_mlp > 0.5)",
+                 split["f_mlp"] > 0.5, f"f_mlp = {split['f_mlp']:.3f}")  # fmt: skip
+    report.add_table("E2a: speed-up at calibrated replay rates (bench model, batch 32)", speed_rows)
+    best = [r for r in speed_rows if r["replay_rate_all"] >= 0.45]
+    report.check("E2: replay speeds up decoding (native and HF) at replay rate >= 0.45",
+                 bool(best) and all(r["speedup"] > 1.0 for r in best),
+                 "; ".join(f"{r['backend']} r={r['replay_rate_all']:.2f}: {r['speedup']:.2f}x "
+                           f"(bound {r['amdahl']:.2f}x)" for r in best))  # fmt: skip
+    # E2b/E3: drift on the trained toy
+    sweep_rates = (0.4, 0.8) if quick else (0.2, 0.4, 0.6, 0.8)
+    decisions = ("tas", "random") if quick else ("tas", "random", "input_diff", "oracle", "always")
+    if quick:
+        sweep_rates = (0.4, 0.6)
+    rows, extra = decode_sweep(toy, rates=sweep_rates, decisions=decisions, num_videos=nvid,
+                               frames=frames, seed=seed, progress=progress)  # fmt: skip
+    report.add_table("E2b/E3: drift against dense decoding at calibrated rates (trained toy)", rows)
+    report.metric("dense_classifier_accuracy", extra["dense_cls_acc"])
+    for rate in sweep_rates:
+        t = next(r for r in rows if r["method"] == "tas" and r["target"] == rate)
+        rnd = next(r for r in rows if r["method"] == "random" and r["target"] == rate)
+        report.check(f"E3: TAS drifts less than random at target rate {rate}",
+                     t["psnr_db"] > rnd["psnr_db"],
+                     f"PSNR {t['psnr_db']:.2f} vs {rnd['psnr_db']:.2f} dB, agreement "
+                     f"{t['agreement']:.3f} vs {rnd['agreement']:.3f}")  # fmt: skip
+    if not quick:
+        srows, _ = decode_sweep(toy, rates=(0.4,), decisions=("tas",), num_videos=nvid, frames=16,
+                                seed=seed, attention=(toy.vocab.prefix_len, n + 8),
+                                progress=progress)  # fmt: skip
+        report.add_table(
+            "E4: sink + window sparse attention alone and with FastCar (16 frames)", srows
+        )
+    hi = [r for r in speed_rows if r["backend"] == "native"]
+    report.metric("native_speedup_max", max(r["speedup"] for r in hi))
+    report.metric("f_mlp", split["f_mlp"])
+    report.note("Speed is measured on a randomly initialised bench-size LLaMA (hidden 256, 4 layers) "
+                "with thresholds calibrated on its own TAS; quality on the shipped trained toy "
+                "(hidden 128, 3 layers). Frames are 0-based; rates count eligible rows (frames >= 1) "
+                "unless named *_all (every decode row, the official denominator, used by Amdahl).")  # fmt: skip
+    _figures(report, rows, speed_rows, extra, toy, frames)
+    return report
+
+
+def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
+    """§5.6 sweep: method x target rate → replay rate, speed-up (median, spread), Amdahl bound,
+    agreement, PSNR, classifier accuracy, drift slope."""
+    from iclr26.shared import Report
+
+    torch.set_num_threads(1)
+    toy = load_toy()
+    rates = (0.6,) if quick else (0.2, 0.4, 0.6, 0.8)
+    report = Report(PKG, "bench", "At replay rate >= 0.5 (batch 32) FastCar's per-token latency is "
+                    "at most 0.85x dense and reaches >= 80% of the Amdahl bound, on HF and native.",
+                    seed=seed, backends=["torch", "transformers"], config={"quick": quick})  # fmt: skip
+    split, speed_rows = _speed(BENCH_PRESET, rates, batch=32, frames=3 if quick else 8,
+                               repeats=3 if quick else 7, seed=seed, hf=True)  # fmt: skip
+    report.add_table("time split (native, batch 32)", [split])
+    report.add_table("speed: method x rate (bench model, batch 32, median of repeats)", speed_rows)
+    for r in speed_rows:
+        if r["replay_rate_all"] >= 0.5:
+            report.check(
+                f"{r['backend']} r={r['replay_rate_all']:.2f}: latency <= 0.85x dense",
+                r["latency_ratio"] <= 0.85,
+                f"{r['latency_ratio']:.3f}x",
+            )
+            report.check(f"{r['backend']} r={r['replay_rate_all']:.2f}: >= 80% of Amdahl bound",
+                         r["speedup"] >= 0.8 * r["amdahl"],
+                         f"{r['speedup']:.3f}x of bound {r['amdahl']:.3f}x")  # fmt: skip
+    decisions = ("tas", "random", "input_diff", "always")
+    rows, extra = decode_sweep(toy, rates=rates, decisions=decisions, num_videos=16 if quick else 32,
+                               seed=seed, progress=progress)  # fmt: skip
+    srows, _ = decode_sweep(toy, rates=(0.5,), decisions=("tas",), num_videos=16 if quick else 32,
+                            seed=seed, attention=(toy.vocab.prefix_len, toy.vocab.tokens_per_frame + 8),
+                            progress=progress)  # fmt: skip
+    report.add_table("quality: method x rate (trained toy, vs dense decode)", rows + srows)
+    _figures(report, rows, speed_rows, extra, toy, 8)
+    return report

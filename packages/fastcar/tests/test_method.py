@@ -1,0 +1,91 @@
+"""Tiny-scale versions of the headline claims on the shipped trained toy."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.fastcar import (
+    FrameLayout,
+    ReplayConfig,
+    TinyARVideoLM,
+    calibrate,
+    calibrate_thresholds,
+    load_toy,
+    record,
+    spearman_per_layer,
+)  # fmt: skip
+from iclr26.fastcar.experiments import _frames, _prompts
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_toy()
+
+
+def test_shipped_toy_is_small_and_matches_the_native_model(toy):
+    n = sum(p.numel() for p in toy.model.parameters())
+    assert n < 1_000_000
+    nat = TinyARVideoLM.from_hf(toy.model)
+    p = _prompts(toy, 2, 2, seed=0)
+    from iclr26.fastcar import generate_video
+
+    k = toy.preset.codebook_size
+    hf_tokens, _ = generate_video(
+        toy.model, p.prefix, 2 * toy.vocab.tokens_per_frame, allowed_vocab=k
+    )
+    assert torch.equal(nat.decode(p.prefix, 32, allowed_vocab=k).tokens, hf_tokens)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: on the shipped toy TAS is not negatively correlated with the MLP-output "
+    "change (reproduce E1 reports it); strict, so the test fails if the claim starts holding",
+)
+def test_tas_predicts_small_mlp_change(toy):
+    """E1 at tiny scale: TAS is negatively rank-correlated with the relative MLP-output change."""
+    nat = TinyARVideoLM.from_hf(toy.model)
+    n = toy.vocab.tokens_per_frame
+    p = _prompts(toy, 4, 4, seed=7)
+    st = record(
+        nat, p.prefix, 4 * n, ReplayConfig(FrameLayout(n, 5)), allowed_vocab=64, noise_seed=3
+    )
+    rho = spearman_per_layer(st.records)
+    assert np.mean(rho) < -0.2, rho
+
+
+def test_calibrated_rate_is_reached_on_recorded_scores():
+    s = np.random.default_rng(0).normal(size=1000)
+    for r in (0.0, 0.25, 0.5, 0.9, 1.0):
+        (tau,) = calibrate_thresholds([s], r)
+        assert abs((s > tau).mean() - r) <= 1e-3
+    taus = [calibrate_thresholds([s], r)[0] for r in (0.1, 0.3, 0.6)]
+    assert taus == sorted(taus, reverse=True)
+    assert calibrate_thresholds([s], 0.0) == [math.inf]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: on the shipped toy TAS won 0 of 5 seeds against random at 40 % replay "
+    "(reproduce E3 agrees); strict, so the test fails if the claim starts holding",
+)
+def test_tas_drifts_less_than_random_at_equal_rate(toy):
+    """Spec §5.5 method check: at 40 % replay TAS beats random in >= 4 of 5 seeds (32 videos)."""
+    nat = TinyARVideoLM.from_hf(toy.model)
+    n = toy.vocab.tokens_per_frame
+    lay = FrameLayout(n, 5)
+    wins = 0
+    for seed in range(5):
+        ev, cal = _prompts(toy, 32, 8, 100 + seed), _prompts(toy, 16, 8, 200 + seed)
+        dense = _frames(toy, nat.decode(ev.prefix, 8 * n, allowed_vocab=64).tokens, 8)
+        err = {}
+        for decision in ("tas", "random"):
+            cfg = ReplayConfig(lay, decision=decision, seed=seed)
+            cfg.thresholds = 0.6 if decision == "random" else calibrate(
+                nat, cal.prefix, 8 * n, cfg, 0.4, allowed_vocab=64)  # fmt: skip
+            out = nat.decode(ev.prefix, 8 * n, replay=cfg, allowed_vocab=64).tokens
+            err[decision] = float(((_frames(toy, out, 8) - dense) ** 2).mean())
+        wins += err["tas"] < err["random"]
+    assert wins >= 4

@@ -1,0 +1,219 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from iclr26.fastcar import (
+    FrameLayout,
+    ReplayConfig,
+    TinyARVideoLM,
+    calibrate,
+    enable_fastcar,
+    generate_video,
+)  # fmt: skip
+
+pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated")
+N, P = 4, 3
+
+
+def _prefix(b, seed=1, vocab=40):
+    return torch.randint(1, vocab, (b, P), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_disabled_is_bit_identical_hf_and_native(batch, make_llama):
+    m = make_llama()
+    ids = _prefix(batch)
+    ref_t, ref_l = generate_video(m, ids, 3 * N, keep_logits=True)
+    nat = TinyARVideoLM.from_hf(m)
+    nref = nat.decode(ids, 3 * N, keep_logits=True)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=math.inf)
+    with enable_fastcar(m, cfg) as h:
+        t, lg = generate_video(m, ids, 3 * N, keep_logits=True)
+        assert sum(h.stats.rows_total) > 0
+        assert sum(h.stats.rows_replayed) == 0
+    assert torch.equal(t, ref_t)
+    assert torch.equal(lg, ref_l)
+    r = nat.decode(ids, 3 * N, keep_logits=True, replay=cfg)
+    assert torch.equal(r.tokens, nref.tokens)
+    assert torch.equal(r.logits, nref.logits)
+    # the native model is the same network as the HF one
+    assert torch.equal(nref.tokens, ref_t)
+    torch.testing.assert_close(nref.logits, ref_l, rtol=1e-4, atol=1e-5)
+    # disable() restores the original modules
+    assert all(type(layer.mlp).__name__ == "LlamaMLP" for layer in m.model.layers)
+
+
+class PositionStub(nn.Module):
+    """An MLP whose output encodes the absolute position it was called for (channel 0)."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+        self.calls: list[int] = []
+
+    def forward(self, x):
+        _b, t, _d = x.shape
+        pos = torch.arange(self.clock[0], self.clock[0] + t, dtype=x.dtype)
+        self.calls.extend(range(self.clock[0], self.clock[0] + t))
+        y = torch.zeros_like(x)
+        y[..., 0] = 1e-3 * pos
+        return y
+
+
+@pytest.mark.parametrize("max_chain", [None, 1])
+def test_forced_replay_uses_the_same_slot_of_the_previous_frame(max_chain, make_llama):
+    m = make_llama()
+    clock = [0]
+
+    def tick(mod, args, kw):
+        cache = kw.get("cache", kw.get("past_key_values"))
+        clock[0] = cache.get_seq_length() if cache is not None else 0
+
+    m.model.register_forward_pre_hook(tick, with_kwargs=True)
+    stubs = [PositionStub(clock) for _ in m.model.layers]
+    for layer, s in zip(m.model.layers, stubs, strict=False):
+        layer.mlp = s
+    seen: dict = {}
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=-math.inf, max_chain=max_chain)
+    with enable_fastcar(m, cfg) as h:
+        for li, layer in enumerate(m.model.layers):
+            layer.mlp.register_forward_hook(
+                lambda mod, a, out, li=li: seen.setdefault(li, []).append(
+                    (clock[0] + out.shape[1] - 1, out[0, -1, 0])
+                )
+            )
+        generate_video(m, _prefix(2), 4 * N)
+        for li in range(len(stubs)):
+            for pos, val in seen[li]:
+                if pos < P + N:
+                    expect = pos  # frame 0: computed
+                elif max_chain is None:
+                    expect = P + (pos - P) % N  # chained replays reach back to frame 0
+                else:  # alternate: compute, replay, compute, ...
+                    f = (pos - P) // N
+                    expect = pos if f % 2 == 0 else pos - N
+                assert val.item() == pytest.approx(1e-3 * expect), (li, pos)
+        # real skipping: replayed positions never entered the MLP
+        decode_calls = [c for c in stubs[0].calls if c >= P]
+        if max_chain is None:
+            assert max(decode_calls) < P + N
+        rows = h.stats
+        assert rows.rows_computed[0] + rows.rows_replayed[0] == rows.rows_total[0]
+
+
+def test_native_forced_replay_and_skipping(make_llama):
+    nat = TinyARVideoLM.from_hf(make_llama())
+    counts = []
+    for layer in nat.model.layers:
+        inner = layer.mlp
+        layer.mlp = _Counter(inner, counts)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=-math.inf)
+    r = nat.decode(_prefix(3), 4 * N, replay=cfg)
+    st = r.state.stats
+    # decode rows entering the MLPs: only frame-0 tokens fed after the prefill (N steps x 3 rows);
+    # frames 1..3 feed 3N - 1 tokens (the last generated token is never fed back)
+    assert sum(c for c in counts if c == 3) == 3 * N * len(nat.model.layers)
+    assert st.rows_replayed == [3 * (3 * N - 1)] * len(nat.model.layers)
+
+
+class _Counter(nn.Module):
+    def __init__(self, inner, counts):
+        super().__init__()
+        self.inner, self.counts = inner, counts
+
+    def forward(self, x):
+        self.counts.append(x.shape[0] * x.shape[1])
+        return self.inner(x)
+
+
+def test_rows_entering_the_mlp_match_the_replay_rate(make_llama):
+    m = make_llama()
+    counts: list[int] = []
+    for layer in m.model.layers:
+        layer.mlp = _Counter(layer.mlp, counts)
+    cfg = ReplayConfig(FrameLayout(N, P))
+    ids = _prefix(4)
+    cfg.thresholds = calibrate(m, ids, 4 * N, cfg, 0.5)
+    counts.clear()
+    with enable_fastcar(m, cfg) as h:
+        generate_video(m, ids, 4 * N)
+        st = h.stats
+    decode_rows = sum(c for c in counts if c <= 4)  # prefill call has 4 * P rows
+    assert 0 < sum(st.rows_replayed) < sum(st.rows_total)
+    assert decode_rows == sum(st.rows_total) - sum(st.rows_replayed)
+    assert 0.2 < st.eligible_replay_rate() < 0.8
+
+
+def test_state_is_bounded_in_the_number_of_frames(make_llama):
+    nat = TinyARVideoLM.from_hf(make_llama())
+    sizes = []
+    for frames in (2, 6):
+        r = nat.decode(
+            _prefix(2), frames * N, replay=ReplayConfig(FrameLayout(N, P), thresholds=0.0)
+        )
+        sizes.append(r.state.buffer_bytes())
+    assert sizes[0] == sizes[1] > 0
+
+
+def test_batch_independence(make_llama):
+    m = make_llama()
+    ids = _prefix(4, seed=3)
+    cfg = ReplayConfig(FrameLayout(N, P))
+    cfg.thresholds = calibrate(m, ids, 4 * N, cfg, 0.5)
+    with enable_fastcar(m, cfg) as h:
+        batch, lb = generate_video(m, ids, 4 * N, keep_logits=True)
+        assert sum(h.stats.rows_replayed) > 0
+        for b in range(4):
+            one, l1 = generate_video(m, ids[b : b + 1], 4 * N, keep_logits=True)
+            assert torch.equal(one[0], batch[b])
+            torch.testing.assert_close(l1[0], lb[b], rtol=1e-5, atol=1e-5)
+
+
+def test_reset_between_videos_and_monotone_rate(make_llama):
+    m = make_llama()
+    a, b = _prefix(2, seed=5), _prefix(2, seed=6)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=-math.inf)
+    with enable_fastcar(m, cfg) as h:
+        generate_video(m, a, 3 * N)
+        second, _ = generate_video(m, b, 3 * N)  # a fresh prefill resets the ring buffers
+    with enable_fastcar(m, cfg):
+        fresh, _ = generate_video(m, b, 3 * N)
+    assert torch.equal(second, fresh)
+    # after replaying, +inf thresholds give the dense result again
+    dense, _ = generate_video(m, b, 3 * N)
+    with enable_fastcar(m, cfg) as h:
+        generate_video(m, a, 3 * N)
+        h.set_thresholds(math.inf)
+        h.reset()
+        again, _ = generate_video(m, b, 3 * N)
+    assert torch.equal(again, dense)
+    # the replay rate does not increase with the threshold (recorded scores)
+    rates = []
+    for tau in (-1.0, -0.1, 0.0, 0.1, 1.0):
+        cfg = ReplayConfig(FrameLayout(N, P), thresholds=tau)
+        with enable_fastcar(m, cfg) as h:
+            generate_video(m, a, 3 * N)
+            rates.append(h.stats.eligible_replay_rate())
+    assert rates == sorted(rates, reverse=True)
+    assert rates[0] > rates[-1]
+
+
+def test_decision_rules_share_the_plumbing(make_llama):
+    nat = TinyARVideoLM.from_hf(make_llama())
+    lay = FrameLayout(N, P)
+    ids = _prefix(4)
+    for decision in ("random", "input_diff", "oracle"):
+        cfg = ReplayConfig(lay, decision=decision, seed=1)
+        cfg.thresholds = 0.5 if decision == "random" else calibrate(nat, ids, 4 * N, cfg, 0.5)
+        st = nat.decode(ids, 4 * N, replay=cfg).state.stats
+        assert 0.15 < st.eligible_replay_rate() < 0.85, decision
+        if decision == "oracle":  # computes every MLP: no saving
+            assert st.rows_computed == st.rows_total
+        else:
+            assert [
+                c + r for c, r in zip(st.rows_computed, st.rows_replayed, strict=False)
+            ] == st.rows_total
+    st = nat.decode(ids, 4 * N, replay=ReplayConfig(lay, decision="always", thresholds=0.0)).state
+    assert st.stats.eligible_replay_rate() == 1.0
