@@ -78,6 +78,23 @@ def test_batched_probes_match_single_probe(task):
     assert not np.allclose(batch.W[1], single.W)
 
 
+def test_batched_probes_with_early_stopping_match_single_fits(task):
+    """Probes that stop early leave the batch; the others train on exactly as alone."""
+    rng = np.random.default_rng(0)
+    Y = np.stack([task.train.y, rng.permutation(task.train.y), task.train.y])
+    Yv = np.stack([task.val.y, rng.permutation(task.val.y), task.val.y])
+    sw = np.stack([np.ones(len(task.train.y)), np.ones(len(task.train.y)),
+                   rng.multinomial(len(task.train.y), np.full(len(task.train.y), 1 / 600))])  # fmt: skip
+    kw = {"max_epochs": 40, "patience": 2, "batch_size": 256, "lr": 1e-3}
+    batch = fit_probes(task.train.X, Y, task.val.X, Yv, task.anchors, sample_weight=sw, **kw)
+    assert len(set(batch.best_epoch.tolist())) > 1  # probes stopped at different epochs
+    for b in range(3):
+        one = fit_probes(task.train.X, Y[b : b + 1], task.val.X, Yv[b : b + 1], task.anchors,
+                         sample_weight=sw[b : b + 1], **kw)  # fmt: skip
+        assert one.best_epoch[0] == batch.best_epoch[b]
+        np.testing.assert_allclose(batch.W[b], one.W[0], atol=1e-5)
+
+
 def test_seed_reproducible(task):
     kw = {"max_epochs": 3, "batch_size": 100}
     a = fit_probe(task.train.X, task.train.y, task.val.X, task.val.y, task.anchors, **kw)

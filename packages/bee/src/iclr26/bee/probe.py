@@ -233,14 +233,23 @@ def fit_probes(
     for epoch in range(1, max_epochs + 1):
         perm = torch.randperm(n, generator=gen).to(dev)
         total = 0.0
+        # Stopped probes keep their best checkpoint, so only the live ones are trained (the
+        # probes are independent: dropping the others changes no live probe's update).
+        live = np.flatnonzero(active)
+        full = live.size == B
+        lt = None if full else torch.as_tensor(live, device=dev)
+        Bl = live.size
+        Yl = Yt if full else Yt[lt]
+        Oml = Om if full else Om[lt]
         for start in range(0, n, batch_size):
             idx = perm[start : start + batch_size]
             xb = Xt[idx]  # (nb, d)
-            logits = scale * (xb @ W.reshape(B * C, d).T).reshape(-1, B, C).transpose(0, 1)
-            logp = torch.log_softmax(logits, dim=-1)  # (B, nb, C)
-            yb = Yt[:, idx]
-            nll = -logp.gather(-1, yb.unsqueeze(-1)).squeeze(-1)  # (B, nb)
-            om = Om[:, idx]
+            Wl = W if full else W[lt]
+            logits = scale * (xb @ Wl.reshape(Bl * C, d).T).reshape(-1, Bl, C).transpose(0, 1)
+            logp = torch.log_softmax(logits, dim=-1)  # (Bl, nb, C)
+            yb = Yl[:, idx]
+            nll = -logp.gather(-1, yb.unsqueeze(-1)).squeeze(-1)  # (Bl, nb)
+            om = Oml[:, idx]
             denom = om.sum(dim=1).clamp_min(1e-12)
             loss = ((om * nll).sum(dim=1) / denom).sum()
             if extra_loss is not None:
@@ -253,8 +262,10 @@ def fit_probes(
                     W.div_(W.norm(dim=-1, keepdim=True))
             total += float(loss.detach()) * len(idx)
         with torch.no_grad():
-            pred = (Xvt @ W.reshape(B * C, d).T).reshape(-1, B, C).argmax(-1).T.cpu().numpy()
-        scores = _batched_balanced_accuracy(Yv, pred, vw, C)
+            Wl = W.detach() if full else W.detach()[lt]
+            pred = (Xvt @ Wl.reshape(Bl * C, d).T).reshape(-1, Bl, C).argmax(-1).T.cpu().numpy()
+        scores = np.full(B, -np.inf)
+        scores[live] = _batched_balanced_accuracy(Yv[live], pred, vw[live], C)
         improved = active & (scores > best_score)
         if improved.any():
             mask = torch.as_tensor(improved, device=dev)
@@ -263,9 +274,10 @@ def fit_probes(
             best_epoch[improved] = epoch
         stale = np.where(improved, 0, stale + 1)
         active &= stale < patience
-        history.append(
-            {"epoch": epoch, "loss": total / n / B, "val_balanced_accuracy": float(scores[0])}
-        )
+        if live[0] == 0:  # probe 0 is still training
+            history.append(
+                {"epoch": epoch, "loss": total / n / Bl, "val_balanced_accuracy": float(scores[0])}
+            )
         if not active.any():
             break
     Wb = best_W.cpu().numpy().astype(np.float64)
