@@ -36,8 +36,13 @@ __all__ = [
 ]
 
 CLASSES = ("background", "disc", "box", "triangle")
+# Each class has its own texture and colour family (as road, car, sky do in driving data); the
+# background draws from the other images. Textures span 2 px per texel (TEX_SCALE).
 _TEXTURES = ("brick", "grass", "gravel", "camera", "coins", "moon", "page", "astronaut", "coffee",
              "chelsea", "rocket", "text", "cell", "clock", "hubble_deep_field")  # fmt: skip
+_CLASS_TEXTURE = {1: 0, 2: 1, 3: 2}  # disc: brick, box: grass, triangle: gravel
+_CLASS_TINT = {1: (0.95, 0.45, 0.35), 2: (0.35, 0.6, 0.95), 3: (0.9, 0.85, 0.3)}
+_TEX_SCALE = 0.5
 _TEX_SIZE = 96
 
 
@@ -138,10 +143,12 @@ class ShapesWorld:
         self.num_classes = len(CLASSES)
         if textures == "skimage":
             bank = _skimage_textures()
-            self._tex = [bank[i] for i in rng.permutation(len(bank))[: num_sprites + 1]]
+            self._class_tex = {c: bank[i] for c, i in _CLASS_TEXTURE.items()}
+            self._bg_tex = bank[int(rng.integers(len(_CLASS_TEXTURE), len(bank)))]
         else:
-            self._tex = [_procedural_texture(rng) for _ in range(num_sprites + 1)]
-        self._bg_tint = rng.uniform(0.35, 0.8, 3)
+            self._class_tex = {c: _procedural_texture(np.random.default_rng(c)) for c in _CLASS_TINT}
+            self._bg_tex = _procedural_texture(rng)
+        self._bg_tint = rng.uniform(0.3, 0.7) * (1 + rng.uniform(-0.15, 0.15, 3))
         self._bg_offset = rng.uniform(0, _TEX_SIZE, 2)
         self._ego_vel = rng.uniform(-12, 12, 2) if ego_motion else np.zeros(2)
         self._zoom_rate = rng.uniform(-0.08, 0.08) if ego_motion else 0.0
@@ -151,6 +158,7 @@ class ShapesWorld:
         for i in range(num_sprites):
             radius = rng.uniform(0.12, 0.22) * size
             speed_i = rng.uniform(*speed)
+            cls = int(rng.integers(1, len(CLASSES)))
             if rng.random() < emergence:  # start beyond a border, heading inwards
                 side = rng.integers(4)
                 along = rng.uniform(0.2, 0.8)
@@ -167,10 +175,11 @@ class ShapesWorld:
                 direction = np.array([np.cos(a), np.sin(a)])
             sprites.append(
                 _Sprite(
-                    cls=int(rng.integers(1, len(CLASSES))), radius=radius, pos=pos,
+                    cls=cls, radius=radius, pos=pos,
                     vel=direction * speed_i, acc=rng.normal(0, 15, 2),
                     angle=rng.uniform(0, 2 * np.pi), omega=rng.uniform(-2.0, 2.0), tex=i + 1,
-                    tint=rng.uniform(0.3, 1.0, 3), tex_offset=rng.uniform(0, _TEX_SIZE, 2),
+                    tint=np.clip(np.array(_CLASS_TINT[cls]) * rng.uniform(0.75, 1.05) + rng.uniform(-0.1, 0.1, 3), 0.05, 1.0),
+                    tex_offset=rng.uniform(0, _TEX_SIZE, 2),
                 )  # fmt: skip
             )
         self.sprites = tuple(sprites)  # painted in this order: later sprites occlude earlier
@@ -234,7 +243,8 @@ class ShapesWorld:
     def render_many(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`render` at several times at once: ``[T, H, W, 3]``, ``[T, H, W]``, ``[T, H, W]``."""
         w, sid, local = self.surfaces(t)
-        tex0 = _bilinear_wrap(self._tex[0], w[..., 0] + self._bg_offset[0], w[..., 1] + self._bg_offset[1])
+        ts = _TEX_SCALE
+        tex0 = _bilinear_wrap(self._bg_tex, ts * w[..., 0] + self._bg_offset[0], ts * w[..., 1] + self._bg_offset[1])
         rgb = (0.15 + 0.85 * tex0)[..., None] * self._bg_tint
         label = np.zeros(sid.shape, dtype=np.uint8)
         for k, sp in enumerate(self.sprites):
@@ -242,7 +252,7 @@ class ShapesWorld:
             if not m.any():
                 continue
             ux, uy = local[k][0][m], local[k][1][m]
-            tex = _bilinear_wrap(self._tex[sp.tex], ux + sp.tex_offset[0], uy + sp.tex_offset[1])
+            tex = _bilinear_wrap(self._class_tex[sp.cls], ts * ux + sp.tex_offset[0], ts * uy + sp.tex_offset[1])
             rgb[m] = (0.1 + 0.9 * tex)[:, None] * sp.tint
             label[m] = sp.cls
         return np.clip(rgb, 0.0, 1.0), label, sid

@@ -160,9 +160,9 @@ class LiFRSeg(nn.Module):
             raise ValueError(f"image height and width must be multiples of 32, got {h}x{w}")
         if memory is not None and not isinstance(memory, MemoryBank):
             raise TypeError(f"memory must be a MemoryBank or None, got {type(memory).__name__}")
-        moving = (ev_query.abs().flatten(1).sum(1) > 0).to(image.dtype).view(n, 1, 1, 1)
+        moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
         fl_out = self.flownet(ev_past, ev_query)
-        flow = fl_out["flow"] * moving
+        flow = torch.where(moving, fl_out["flow"], torch.zeros_like(fl_out["flow"]))
         score = (
             self.scorenet(fl_out["features"], (h, w))
             if self.scorenet is not None
@@ -172,7 +172,7 @@ class LiFRSeg(nn.Module):
         seg = self.segmenter
         if cfg.propagate == "image":
             warped, holes = self._splat(image, flow, metric)
-            feats = seg.features(moving * warped + (1 - moving) * image)
+            feats = seg.features(torch.where(moving, warped, image))
         else:
             feats = seg.features(image)
         if cfg.propagate == "features":
@@ -182,7 +182,7 @@ class LiFRSeg(nn.Module):
                     g, holes = self._splat(f, flow, metric)
                     if self.refine is not None:
                         g = self.refine[i](g, holes)
-                    f = moving * g + (1 - moving) * f
+                    f = torch.where(moving, g, f)
                 new.append(f)
             feats = new
         if self.memory_attn is not None and memory is not None:
@@ -193,7 +193,7 @@ class LiFRSeg(nn.Module):
         logits = seg.decode(feats, (h, w))
         if cfg.propagate == "logits":
             warped, _ = self._splat(torch.softmax(logits, 1), flow, metric)
-            logits = moving * torch.log(warped.clamp_min(1e-6)) + (1 - moving) * logits
+            logits = torch.where(moving, torch.log(warped.clamp_min(1e-6)), logits)
         return {"logits": logits, "flow": flow, "flows": torch.stack(fl_out["flows"]), "score": score}
 
     @torch.no_grad()

@@ -129,7 +129,7 @@ def fit_segmenter(
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     segmenter.eval()
     _save(segmenter, checkpoint)
     return losses
@@ -211,7 +211,7 @@ def fit_lifrseg(
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     for p in model.flownet.parameters():
         p.requires_grad_(True)
@@ -240,7 +240,7 @@ def fit_early_fusion(
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     _save(model, checkpoint)
     return losses
