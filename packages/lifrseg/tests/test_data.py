@@ -35,7 +35,9 @@ def test_analytic_flow_backward_warp_reproduces_frame(seed):
     tx, ty = np.round(xs + flow[0]).astype(int), np.round(ys + flow[1]).astype(int)
     inside = (tx >= 3) & (tx < 61) & (ty >= 3) & (ty < 61) & _interior(sid0)
     same = np.zeros_like(inside)
-    same[inside] = (sid1[ty[inside], tx[inside]] == sid0[inside]) & _interior(sid1)[ty[inside], tx[inside]]
+    same[inside] = (sid1[ty[inside], tx[inside]] == sid0[inside]) & _interior(sid1)[
+        ty[inside], tx[inside]
+    ]
     assert same.sum() > 1000
     err = np.abs(warped - f0)[same].mean()
     assert err < 1e-2
@@ -54,7 +56,8 @@ def test_world_labels_and_emergence():
 def test_sequence_dataset_and_roundtrip(tmp_path):
     world = ShapesWorld(64, 64, 2, seed=1)
     seq = make_sequence(world, 0.3, seed=1)
-    assert seq.hfr_rgb.shape == (61, 64, 64, 3) and seq.rgb_stride == 10
+    assert seq.hfr_rgb.shape == (61, 64, 64, 3)
+    assert seq.rgb_stride == 10
     assert len(seq.events) > 100
     ds = AnytimeSegDataset([seq], (0.0, 0.05, 0.1))
     item = ds[0]
@@ -63,7 +66,8 @@ def test_sequence_dataset_and_roundtrip(tmp_path):
     assert torch.equal(item["label"][0], item["label_t"])
     save_sequences([seq], tmp_path)
     back = load_sequences(tmp_path)[0]
-    assert np.array_equal(back.labels, seq.labels) and np.array_equal(back.events.x, seq.events.x)
+    assert np.array_equal(back.labels, seq.labels)
+    assert np.array_equal(back.events.x, seq.events.x)
     np.testing.assert_allclose(back.events.t, seq.events.t, atol=1e-6)
     np.testing.assert_allclose(back.world.flow(0.1, 0.15), seq.world.flow(0.1, 0.15))
 

@@ -27,7 +27,12 @@ def _model(seed=0, **kw):
 
 def _events(seed=0, n=4000, size=64, t1=0.3):
     rng = np.random.default_rng(seed)
-    return EventStream(rng.integers(0, size, n), rng.integers(0, size, n), np.sort(rng.random(n) * t1), rng.choice([-1, 1], n))
+    return EventStream(
+        rng.integers(0, size, n),
+        rng.integers(0, size, n),
+        np.sort(rng.random(n) * t1),
+        rng.choice([-1, 1], n),
+    )
 
 
 def test_causality_and_anytime_identity():
@@ -56,7 +61,9 @@ def test_causality_and_anytime_identity():
     zero = m.predict_anytime(img, ev, t, [t], use_memory=False)[0]
     with torch.no_grad():
         direct = m.segmenter(img[None])[0]
-    torch.testing.assert_close(zero, direct, atol=1e-6, rtol=0)  # same ops; float summation order only
+    torch.testing.assert_close(
+        zero, direct, atol=1e-6, rtol=0
+    )  # same ops; float summation order only
     assert torch.equal(zero.argmax(0), direct.argmax(0))
     with pytest.raises(ValueError, match="before the RGB frame"):
         m.predict_anytime(img, ev, t, [t - 0.01])
@@ -114,12 +121,16 @@ def test_ohem():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(2, 4, 8, 8, generator=g)
     target = torch.randint(0, 4, (2, 8, 8), generator=g)
-    torch.testing.assert_close(ohem_cross_entropy(logits, target, thresh=1.0), F.cross_entropy(logits, target))
+    torch.testing.assert_close(
+        ohem_cross_entropy(logits, target, thresh=1.0), F.cross_entropy(logits, target)
+    )
     ign = target.clone()
     ign[:, :4] = 255
     changed = logits.clone()
     changed[:, :, :4] = 100 * torch.randn(2, 4, 4, 8, generator=g)
-    assert torch.equal(ohem_cross_entropy(logits, ign, thresh=1.0), ohem_cross_entropy(changed, ign, thresh=1.0))
+    assert torch.equal(
+        ohem_cross_entropy(logits, ign, thresh=1.0), ohem_cross_entropy(changed, ign, thresh=1.0)
+    )
     # all confident: exactly min_kept pixels (the least confident)
     conf = torch.full((1, 4, 4, 4), -10.0)
     tgt = torch.randint(0, 4, (1, 4, 4), generator=g)
@@ -135,11 +146,17 @@ def test_miou_hand_computed():
     target = torch.tensor([[0, 0, 1, 1], [2, 2, 1, 255]])
     pred = torch.tensor([[0, 1, 1, 1], [2, 0, 1, 3]])
     cm = confusion_matrix(pred, target, 5)
-    assert cm[0, 0] == 1 and cm[0, 1] == 1 and cm[2, 0] == 1 and int(cm.sum()) == 7
+    assert cm[0, 0] == 1
+    assert cm[0, 1] == 1
+    assert cm[2, 0] == 1
+    assert int(cm.sum()) == 7
     miou, iou = mean_iou(pred, target, 5)
     # class 0: 1/(2+2-1)=1/3, class 1: 3/4, class 2: 1/2, class 3: absent in GT but... (ignored pixel) -> NaN, class 4 absent
-    assert iou[0] == pytest.approx(1 / 3) and iou[1] == pytest.approx(3 / 4) and iou[2] == pytest.approx(1 / 2)
-    assert torch.isnan(iou[3]) and torch.isnan(iou[4])
+    assert iou[0] == pytest.approx(1 / 3)
+    assert iou[1] == pytest.approx(3 / 4)
+    assert iou[2] == pytest.approx(1 / 2)
+    assert torch.isnan(iou[3])
+    assert torch.isnan(iou[4])
     assert miou == pytest.approx((1 / 3 + 3 / 4 + 1 / 2) / 3)
 
 

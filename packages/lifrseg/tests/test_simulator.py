@@ -51,7 +51,9 @@ def test_random_sequence_polarity_sum_tracks_log_change():
 
 def test_refractory_suppresses_but_reference_advances():
     log_eps = 1e-3
-    frames = (np.exp(np.log(0.5) + np.array([0.0, 1.0])) - log_eps)[:, None, None]  # 5 crossings in 1 s
+    frames = (np.exp(np.log(0.5) + np.array([0.0, 1.0])) - log_eps)[
+        :, None, None
+    ]  # 5 crossings in 1 s
     times = np.array([0.0, 1.0])
     all_ev = simulate_from_frames(frames, times, log_eps=log_eps)
     assert len(all_ev) == 5  # at 0.2, 0.4, ..., 1.0
@@ -69,7 +71,8 @@ def test_seeded_noise_and_mismatch_deterministic():
     t = np.array([0.0, 0.01, 0.02, 0.03])
     kw = {"contrast_sigma": 0.03, "noise_rate_hz": 50.0, "seed": 7}
     a, b = simulate_from_frames(frames, t, **kw), simulate_from_frames(frames, t, **kw)
-    assert np.array_equal(a.t, b.t) and np.array_equal(a.x, b.x)
+    assert np.array_equal(a.t, b.t)
+    assert np.array_equal(a.x, b.x)
     c = simulate_from_frames(frames, t, **{**kw, "seed": 8})
     assert len(a) != len(c) or not np.array_equal(a.t, c.t)
 

@@ -11,7 +11,12 @@ def _x(n=2, c=3, h=9, w=11, seed=0, dtype=torch.float32):
 @pytest.mark.parametrize("mode", ["sum", "avg", "linear", "soft"])
 def test_zero_flow_identity(mode):
     x = _x()
-    metric = torch.rand(2, 1, 9, 11) * 6 - 3 + (1.0 if mode == "linear" else 0.0) + 3.0 * (mode == "linear")
+    metric = (
+        torch.rand(2, 1, 9, 11) * 6
+        - 3
+        + (1.0 if mode == "linear" else 0.0)
+        + 3.0 * (mode == "linear")
+    )
     out = softmax_splat(x, torch.zeros(2, 2, 9, 11), metric, mode)
     torch.testing.assert_close(out, x, rtol=4e-5, atol=1e-5)
 
@@ -73,9 +78,13 @@ def test_collision_zbuffer_and_mean():
 def test_gradcheck_input_metric_flow():
     g = torch.Generator().manual_seed(5)
     x = torch.rand(1, 2, 5, 5, generator=g, dtype=torch.float64, requires_grad=True)
-    flow = (torch.rand(1, 2, 5, 5, generator=g, dtype=torch.float64) * 1.6 - 0.8 + 0.137).requires_grad_(True)
+    flow = (
+        torch.rand(1, 2, 5, 5, generator=g, dtype=torch.float64) * 1.6 - 0.8 + 0.137
+    ).requires_grad_(True)
     metric = torch.rand(1, 1, 5, 5, generator=g, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, f, m: softmax_splat(a, f, m, "soft"), (x, flow, metric), eps=1e-6, atol=1e-5)
+    assert torch.autograd.gradcheck(
+        lambda a, f, m: softmax_splat(a, f, m, "soft"), (x, flow, metric), eps=1e-6, atol=1e-5
+    )
 
 
 def test_constant_flow_forward_equals_backward_warp():
@@ -90,7 +99,9 @@ def test_constant_flow_forward_equals_backward_warp():
 def test_resize_flow_rescales_vectors():
     flow = torch.ones(1, 2, 16, 16) * torch.tensor([4.0, -8.0]).view(1, 2, 1, 1)
     small = resize_flow(flow, (4, 4))
-    torch.testing.assert_close(small, torch.ones(1, 2, 4, 4) * torch.tensor([1.0, -2.0]).view(1, 2, 1, 1))
+    torch.testing.assert_close(
+        small, torch.ones(1, 2, 4, 4) * torch.tensor([1.0, -2.0]).view(1, 2, 1, 1)
+    )
 
 
 def test_bad_inputs():

@@ -72,7 +72,11 @@ class LiFRMethod:
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         b = _check_batch(batch, ["image", "ev_past", "ev_query"])
-        mem = MemoryBank(self.model.config.memory_len) if self.use_memory and self.model.config.use_memory else None
+        mem = (
+            MemoryBank(self.model.config.memory_len)
+            if self.use_memory and self.model.config.use_memory
+            else None
+        )
         outs = [
             self.model(b["image"], b["ev_past"], b["ev_query"][:, k], mem)["logits"]
             for k in range(b["ev_query"].shape[1])
@@ -83,18 +87,25 @@ class LiFRMethod:
 class EarlyFusionSeg(nn.Module):
     """One segmenter on ``concat(I_t, past voxel grid, query voxel grid)``."""
 
-    def __init__(self, num_classes: int, num_bins: int, dims: Sequence[int] = (16, 32, 64, 128)) -> None:
+    def __init__(
+        self, num_classes: int, num_bins: int, dims: Sequence[int] = (16, 32, 64, 128)
+    ) -> None:
         super().__init__()
         self.num_bins = num_bins
         self.net = Segmenter(num_classes, dims, in_chans=3 + 2 * num_bins)
 
-    def forward(self, image: torch.Tensor, ev_past: torch.Tensor, ev_query: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, image: torch.Tensor, ev_past: torch.Tensor, ev_query: torch.Tensor
+    ) -> torch.Tensor:
         return self.net(torch.cat([image, ev_past, ev_query], 1))
 
     def __call__(self, *args, **kwargs):  # batch dict -> [N, K, ...] as the other methods
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             b = _check_batch(args[0], ["image", "ev_past", "ev_query"])
-            outs = [super().__call__(b["image"], b["ev_past"], b["ev_query"][:, k]) for k in range(b["ev_query"].shape[1])]
+            outs = [
+                super().__call__(b["image"], b["ev_past"], b["ev_query"][:, k])
+                for k in range(b["ev_query"].shape[1])
+            ]
             return torch.stack(outs, 1)
         return super().__call__(*args, **kwargs)
 

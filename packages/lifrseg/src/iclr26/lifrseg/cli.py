@@ -6,7 +6,14 @@ import argparse
 import logging
 from pathlib import Path
 
-from iclr26.shared import existing_file, float_arg, int_arg, make_cli, prepare_output_dir, prepare_output_file
+from iclr26.shared import (
+    existing_file,
+    float_arg,
+    int_arg,
+    make_cli,
+    prepare_output_dir,
+    prepare_output_file,
+)
 
 __all__ = ["main"]
 
@@ -25,11 +32,21 @@ _dt_list.__name__ = "seconds list"
 
 
 def _simulate_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--out", required=True, help="folder to write seq_XXX/{events.h5, frames.npz, frame.png}")
-    parser.add_argument("--sequences", type=int_arg(1, 10000), default=4, help="number of sequences")
-    parser.add_argument("--duration", type=float_arg(0.1, 60.0), default=1.0, help="seconds per sequence")
-    parser.add_argument("--size", type=int_arg(32, 512), default=64, help="image height = width (multiple of 32)")
-    parser.add_argument("--night", action="store_true", help="degraded 'night' RGB frames and more noise events")
+    parser.add_argument(
+        "--out", required=True, help="folder to write seq_XXX/{events.h5, frames.npz, frame.png}"
+    )
+    parser.add_argument(
+        "--sequences", type=int_arg(1, 10000), default=4, help="number of sequences"
+    )
+    parser.add_argument(
+        "--duration", type=float_arg(0.1, 60.0), default=1.0, help="seconds per sequence"
+    )
+    parser.add_argument(
+        "--size", type=int_arg(32, 512), default=64, help="image height = width (multiple of 32)"
+    )
+    parser.add_argument(
+        "--night", action="store_true", help="degraded 'night' RGB frames and more noise events"
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -52,13 +69,31 @@ def _simulate_setup(parser: argparse.ArgumentParser):
 
 
 def _train_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--data", help="folder written by `simulate` (default: generate --sequences fresh ones)")
-    parser.add_argument("--sequences", type=int_arg(1, 10000), default=8, help="sequences to generate without --data")
-    parser.add_argument("--out", required=True, help="checkpoint folder; stages already saved there are skipped (resume)")
-    parser.add_argument("--seg-steps", type=int_arg(1), default=400, help="segmenter training steps")
+    parser.add_argument(
+        "--data", help="folder written by `simulate` (default: generate --sequences fresh ones)"
+    )
+    parser.add_argument(
+        "--sequences",
+        type=int_arg(1, 10000),
+        default=8,
+        help="sequences to generate without --data",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="checkpoint folder; stages already saved there are skipped (resume)",
+    )
+    parser.add_argument(
+        "--seg-steps", type=int_arg(1), default=400, help="segmenter training steps"
+    )
     parser.add_argument("--flow-steps", type=int_arg(1), default=200, help="flow pretraining steps")
     parser.add_argument("--steps", type=int_arg(1), default=150, help="LiFR-Seg end-to-end steps")
-    parser.add_argument("--dt", type=_dt_list, default=[0.01, 0.05, 0.1, 0.2], help="query δt (s), comma-separated, increasing")
+    parser.add_argument(
+        "--dt",
+        type=_dt_list,
+        default=[0.01, 0.05, 0.1, 0.2],
+        help="query δt (s), comma-separated, increasing",
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -73,17 +108,42 @@ def _train_setup(parser: argparse.ArgumentParser):
         from iclr26.lifrseg.data import AnytimeSegDataset, load_sequences, make_split
         from iclr26.lifrseg.lifrseg import LiFRSeg, LiFRSegConfig
         from iclr26.lifrseg.models import Segmenter
-        from iclr26.lifrseg.train import TrainConfig, fit_flow, fit_lifrseg, fit_segmenter, save_lifrseg
+        from iclr26.lifrseg.train import (
+            TrainConfig,
+            fit_flow,
+            fit_lifrseg,
+            fit_segmenter,
+            save_lifrseg,
+        )
 
         torch.set_num_threads(1)
         progress = not args.no_progress
-        seqs = load_sequences(args.data) if args.data else make_split(args.sequences, seed=args.seed, progress=progress)
+        seqs = (
+            load_sequences(args.data)
+            if args.data
+            else make_split(args.sequences, seed=args.seed, progress=progress)
+        )
         ds = AnytimeSegDataset(seqs, args.dt)
         seg = Segmenter(4)
-        fit_segmenter(seg, seqs, TrainConfig(args.seg_steps, 8, seed=args.seed, progress=progress), checkpoint=out / "segmenter.safetensors")
+        fit_segmenter(
+            seg,
+            seqs,
+            TrainConfig(args.seg_steps, 8, seed=args.seed, progress=progress),
+            checkpoint=out / "segmenter.safetensors",
+        )
         model = LiFRSeg(LiFRSegConfig(), seg)
-        fit_flow(model.flownet, ds, TrainConfig(args.flow_steps, 4, seed=args.seed, progress=progress), checkpoint=out / "flow.safetensors")
-        fit_lifrseg(model, ds, TrainConfig(args.steps, 4, seed=args.seed, progress=progress), checkpoint=out / "lifrseg_stage3.safetensors")
+        fit_flow(
+            model.flownet,
+            ds,
+            TrainConfig(args.flow_steps, 4, seed=args.seed, progress=progress),
+            checkpoint=out / "flow.safetensors",
+        )
+        fit_lifrseg(
+            model,
+            ds,
+            TrainConfig(args.steps, 4, seed=args.seed, progress=progress),
+            checkpoint=out / "lifrseg_stage3.safetensors",
+        )
         save_lifrseg(model, out / "lifrseg.safetensors")
         print(f"wrote {out / 'lifrseg.safetensors'}")
         return 0
@@ -92,12 +152,27 @@ def _train_setup(parser: argparse.ArgumentParser):
 
 
 def _predict_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--checkpoint", type=existing_file, required=True, help="lifrseg.safetensors from `train`")
-    parser.add_argument("--image", type=existing_file, required=True, help="the RGB frame at --t-frame (PNG/JPEG)")
-    parser.add_argument("--events", type=existing_file, required=True, help="DSEC-layout HDF5 events file")
-    parser.add_argument("--t-frame", type=float_arg(0.0), required=True, help="time of the RGB frame (s)")
-    parser.add_argument("--dt", type=_dt_list, default=[0.05], help="query offsets δt after the frame (s), comma-separated")
-    parser.add_argument("--out", required=True, help="output PNG (one row of colour-coded maps, one per δt)")
+    parser.add_argument(
+        "--checkpoint", type=existing_file, required=True, help="lifrseg.safetensors from `train`"
+    )
+    parser.add_argument(
+        "--image", type=existing_file, required=True, help="the RGB frame at --t-frame (PNG/JPEG)"
+    )
+    parser.add_argument(
+        "--events", type=existing_file, required=True, help="DSEC-layout HDF5 events file"
+    )
+    parser.add_argument(
+        "--t-frame", type=float_arg(0.0), required=True, help="time of the RGB frame (s)"
+    )
+    parser.add_argument(
+        "--dt",
+        type=_dt_list,
+        default=[0.05],
+        help="query offsets δt after the frame (s), comma-separated",
+    )
+    parser.add_argument(
+        "--out", required=True, help="output PNG (one row of colour-coded maps, one per δt)"
+    )
 
     def run(args: argparse.Namespace) -> int:
         out = prepare_output_file(args.out, "--out")
@@ -129,8 +204,18 @@ def _predict_setup(parser: argparse.ArgumentParser):
         image = torch.from_numpy(img.astype(np.float32) / 255.0).permute(2, 0, 1)
         times = [args.t_frame + d for d in args.dt]
         logits = model.predict_anytime(image, ev, args.t_frame, times)
-        palette = np.array([[40, 40, 40], [230, 80, 60], [60, 170, 230], [240, 210, 60], [150, 90, 200], [90, 200, 120]], dtype=np.uint8)
-        maps = [l.argmax(0).numpy() % len(palette) for l in logits]
+        palette = np.array(
+            [
+                [40, 40, 40],
+                [230, 80, 60],
+                [60, 170, 230],
+                [240, 210, 60],
+                [150, 90, 200],
+                [90, 200, 120],
+            ],
+            dtype=np.uint8,
+        )
+        maps = [lg.argmax(0).numpy() % len(palette) for lg in logits]
         imsave(out, np.concatenate([palette[m] for m in maps], axis=1), check_contrast=False)
         for d, m in zip(args.dt, maps, strict=True):
             counts = np.bincount(m.ravel(), minlength=model.config.num_classes)
@@ -147,8 +232,14 @@ main = make_cli(
     bench="iclr26.lifrseg.experiments:bench",
     description="LiFR-Seg (ICLR 2026): anytime interframe semantic segmentation from events.",
     commands={
-        "simulate": ("write an SHF-Shapes dataset (events.h5 in DSEC layout, frames, labels)", _simulate_setup),
+        "simulate": (
+            "write an SHF-Shapes dataset (events.h5 in DSEC layout, frames, labels)",
+            _simulate_setup,
+        ),
         "train": ("train the segmenter, the flow network and LiFR-Seg (resumable)", _train_setup),
-        "predict": ("segment at frame time + δt from an RGB frame and an events file", _predict_setup),
+        "predict": (
+            "segment at frame time + δt from an RGB frame and an events file",
+            _predict_setup,
+        ),
     },
 )

@@ -10,6 +10,7 @@ RGB frame, a label map and an analytic forward flow; the event stream comes from
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -28,9 +29,9 @@ __all__ = [
     "Sequence",
     "ShapesWorld",
     "collate_anytime",
+    "load_sequences",
     "make_sequence",
     "make_split",
-    "load_sequences",
     "night_degrade",
     "save_sequences",
 ]
@@ -124,7 +125,11 @@ class ShapesWorld:
         emergence: float = 0.3,
         seed: int = 0,
     ) -> None:
-        for name, v, low in (("height", height, 8), ("width", width, 8), ("num_sprites", num_sprites, 0)):
+        for name, v, low in (
+            ("height", height, 8),
+            ("width", width, 8),
+            ("num_sprites", num_sprites, 0),
+        ):
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
         if textures not in ("skimage", "procedural"):
@@ -146,7 +151,9 @@ class ShapesWorld:
             self._class_tex = {c: bank[i] for c, i in _CLASS_TEXTURE.items()}
             self._bg_tex = bank[int(rng.integers(len(_CLASS_TEXTURE), len(bank)))]
         else:
-            self._class_tex = {c: _procedural_texture(np.random.default_rng(c)) for c in _CLASS_TINT}
+            self._class_tex = {
+                c: _procedural_texture(np.random.default_rng(c)) for c in _CLASS_TINT
+            }
             self._bg_tex = _procedural_texture(rng)
         self._bg_tint = rng.uniform(0.3, 0.7) * (1 + rng.uniform(-0.15, 0.15, 3))
         self._bg_offset = rng.uniform(0, _TEX_SIZE, 2)
@@ -175,12 +182,22 @@ class ShapesWorld:
                 direction = np.array([np.cos(a), np.sin(a)])
             sprites.append(
                 _Sprite(
-                    cls=cls, radius=radius, pos=pos,
-                    vel=direction * speed_i, acc=rng.normal(0, 15, 2),
-                    angle=rng.uniform(0, 2 * np.pi), omega=rng.uniform(-2.0, 2.0), tex=i + 1,
-                    tint=np.clip(np.array(_CLASS_TINT[cls]) * rng.uniform(0.75, 1.05) + rng.uniform(-0.1, 0.1, 3), 0.05, 1.0),
+                    cls=cls,
+                    radius=radius,
+                    pos=pos,
+                    vel=direction * speed_i,
+                    acc=rng.normal(0, 15, 2),
+                    angle=rng.uniform(0, 2 * np.pi),
+                    omega=rng.uniform(-2.0, 2.0),
+                    tex=i + 1,
+                    tint=np.clip(
+                        np.array(_CLASS_TINT[cls]) * rng.uniform(0.75, 1.05)
+                        + rng.uniform(-0.1, 0.1, 3),
+                        0.05,
+                        1.0,
+                    ),
                     tex_offset=rng.uniform(0, _TEX_SIZE, 2),
-                )  # fmt: skip
+                )
             )
         self.sprites = tuple(sprites)  # painted in this order: later sprites occlude earlier
         ys, xs = np.mgrid[0:height, 0:width].astype(np.float64)
@@ -198,7 +215,9 @@ class ShapesWorld:
     @staticmethod
     def _pose(sp: _Sprite, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t4 = t[:, None, None, None]
-        return sp.pos + sp.vel * t4 + 0.5 * sp.acc * t4 * t4, (sp.angle + sp.omega * t)[:, None, None]
+        return sp.pos + sp.vel * t4 + 0.5 * sp.acc * t4 * t4, (sp.angle + sp.omega * t)[
+            :, None, None
+        ]
 
     @staticmethod
     def _local(sp: _Sprite, w: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -244,7 +263,9 @@ class ShapesWorld:
         """:meth:`render` at several times at once: ``[T, H, W, 3]``, ``[T, H, W]``, ``[T, H, W]``."""
         w, sid, local = self.surfaces(t)
         ts = _TEX_SCALE
-        tex0 = _bilinear_wrap(self._bg_tex, ts * w[..., 0] + self._bg_offset[0], ts * w[..., 1] + self._bg_offset[1])
+        tex0 = _bilinear_wrap(
+            self._bg_tex, ts * w[..., 0] + self._bg_offset[0], ts * w[..., 1] + self._bg_offset[1]
+        )
         rgb = (0.15 + 0.85 * tex0)[..., None] * self._bg_tint
         label = np.zeros(sid.shape, dtype=np.uint8)
         for k, sp in enumerate(self.sprites):
@@ -252,7 +273,9 @@ class ShapesWorld:
             if not m.any():
                 continue
             ux, uy = local[k][0][m], local[k][1][m]
-            tex = _bilinear_wrap(self._class_tex[sp.cls], ts * ux + sp.tex_offset[0], ts * uy + sp.tex_offset[1])
+            tex = _bilinear_wrap(
+                self._class_tex[sp.cls], ts * ux + sp.tex_offset[0], ts * uy + sp.tex_offset[1]
+            )
             rgb[m] = (0.1 + 0.9 * tex)[:, None] * sp.tint
             label[m] = sp.cls
         return np.clip(rgb, 0.0, 1.0), label, sid
@@ -284,7 +307,9 @@ class ShapesWorld:
         return np.moveaxis(q1 - self._grid, -1, 0).astype(np.float32)
 
 
-def night_degrade(rgb: np.ndarray, *, seed: int = 0, gain: float = 0.15, photons: float = 80.0) -> np.ndarray:
+def night_degrade(
+    rgb: np.ndarray, *, seed: int = 0, gain: float = 0.15, photons: float = 80.0
+) -> np.ndarray:
     """A "night" version of linear RGB in [0, 1]: gamma-darkened by ``gain``, compressed contrast,
     Poisson shot noise (``photons`` at full scale) and Gaussian read noise."""
     rgb = np.asarray(rgb, dtype=np.float64)
@@ -363,7 +388,9 @@ def make_sequence(
     n_sim = round(duration_s * sim_hz) + 1
     every = sim_hz // label_hz
     rate = (0.5 if night else 0.05) if noise_rate_hz is None else noise_rate_hz
-    sim = EsimSimulator(contrast, contrast, contrast_sigma=contrast_sigma, noise_rate_hz=rate, seed=seed)
+    sim = EsimSimulator(
+        contrast, contrast, contrast_sigma=contrast_sigma, noise_rate_hz=rate, seed=seed
+    )
     times_sim = np.arange(n_sim) / sim_hz
     streams = []
     rgbs, labels = [], []
@@ -432,7 +459,11 @@ def save_sequences(sequences: Seq[Sequence], folder: str | os.PathLike[str]) -> 
             d / "frames.npz", hfr_rgb=seq.hfr_rgb, labels=seq.labels, label_times=seq.label_times,
             rgb_stride=seq.rgb_stride, night=seq.night, world=json.dumps(seq.world.params),
         )  # fmt: skip
-        lfr = [i for i in range(0, len(seq.label_times), seq.rgb_stride) if seq.label_times[i] >= 0.05 - 1e-9]
+        lfr = [
+            i
+            for i in range(0, len(seq.label_times), seq.rgb_stride)
+            if seq.label_times[i] >= 0.05 - 1e-9
+        ]
         k = lfr[0] if lfr else 0
         imsave(d / "frame.png", seq.hfr_rgb[k], check_contrast=False)
         out.append(d)
@@ -450,14 +481,18 @@ def load_sequences(folder: str | os.PathLike[str]) -> list[Sequence]:
         raise OSError(f"data folder {os.fspath(folder)!r} does not exist")
     dirs = sorted(p for p in root.glob("seq_*") if p.is_dir())
     if not dirs:
-        raise ValueError(f"{os.fspath(folder)!r} holds no seq_* folders (write one with `iclr26-lifrseg simulate`)")
+        raise ValueError(
+            f"{os.fspath(folder)!r} holds no seq_* folders (write one with `iclr26-lifrseg simulate`)"
+        )
     out = []
     for d in dirs:
         f = d / "frames.npz"
         if not f.is_file():
             raise ValueError(f"{os.fspath(d)!r} lacks frames.npz")
         with np.load(f, allow_pickle=False) as z:
-            missing = {"hfr_rgb", "labels", "label_times", "rgb_stride", "night", "world"} - set(z.files)
+            missing = {"hfr_rgb", "labels", "label_times", "rgb_stride", "night", "world"} - set(
+                z.files
+            )
             if missing:
                 raise ValueError(f"{os.fspath(f)!r} lacks arrays {sorted(missing)}")
             params = json.loads(str(z["world"]))
@@ -504,7 +539,7 @@ class AnytimeSegDataset(torch.utils.data.Dataset):
         deltas = [float(d) for d in deltas_s]
         if not deltas or any(not np.isfinite(d) or d < 0 for d in deltas):
             raise ValueError(f"deltas_s must be non-negative finite seconds, got {deltas_s!r}")
-        if any(b < a for a, b in zip(deltas, deltas[1:], strict=False)):
+        if any(b < a for a, b in itertools.pairwise(deltas)):
             raise ValueError(f"deltas_s must be non-decreasing, got {deltas_s!r}")
         if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
             raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}")
@@ -526,7 +561,9 @@ class AnytimeSegDataset(torch.utils.data.Dataset):
                 self.index.append((si, fi))
                 kept += 1
         if not self.index:
-            raise ValueError("no frame has all its queries inside a sequence (sequences too short?)")
+            raise ValueError(
+                "no frame has all its queries inside a sequence (sequences too short?)"
+            )
         self._cache: dict[int, dict[str, torch.Tensor]] = {}
 
     def __len__(self) -> int:

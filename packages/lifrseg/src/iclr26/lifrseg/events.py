@@ -67,7 +67,9 @@ class EventStream:
         ts = np.asarray(t)
         if ts.ndim != 1:
             raise ValueError(f"t must be 1-D, got shape {ts.shape}")
-        if ts.size and not (np.issubdtype(ts.dtype, np.floating) or np.issubdtype(ts.dtype, np.integer)):
+        if ts.size and not (
+            np.issubdtype(ts.dtype, np.floating) or np.issubdtype(ts.dtype, np.integer)
+        ):
             raise TypeError(f"t must be numeric seconds, got dtype {ts.dtype}")
         ts = ts.astype(np.float64)
         ps = np.asarray(p)
@@ -97,7 +99,9 @@ class EventStream:
                 raise ValueError(f"{name} must be a positive integer, got {size!r}")
             if coord.size and coord.max() >= size:
                 axis = "y" if name == "height" else "x"
-                raise ValueError(f"{axis} coordinate {coord.max()} is outside the sensor ({name} {size})")
+                raise ValueError(
+                    f"{axis} coordinate {coord.max()} is outside the sensor ({name} {size})"
+                )
         object.__setattr__(self, "x", xs)
         object.__setattr__(self, "y", ys)
         object.__setattr__(self, "t", ts)
@@ -112,7 +116,9 @@ class EventStream:
     def empty(cls, *, height: int | None = None, width: int | None = None) -> EventStream:
         """A stream with no events."""
         z = np.zeros(0)
-        return cls(z.astype(np.int16), z.astype(np.int16), z, z.astype(np.int8), height=height, width=width)
+        return cls(
+            z.astype(np.int16), z.astype(np.int16), z, z.astype(np.int8), height=height, width=width
+        )
 
     @classmethod
     def concatenate(cls, streams: list[EventStream]) -> EventStream:

@@ -9,6 +9,7 @@ patches holes; (5) temporal memory cross-attention on the deepest level; (6) the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -70,7 +71,9 @@ class LiFRSegConfig:
 
     def __post_init__(self) -> None:
         if self.splat_mode not in ("soft", "avg", "linear", "sum"):
-            raise ValueError(f"splat_mode must be soft, avg, linear or sum, got {self.splat_mode!r}")
+            raise ValueError(
+                f"splat_mode must be soft, avg, linear or sum, got {self.splat_mode!r}"
+            )
         if self.propagate not in ("features", "image", "logits"):
             raise ValueError(f"propagate must be features, image or logits, got {self.propagate!r}")
         if len(self.enc_dims) != 4:
@@ -93,7 +96,9 @@ class LiFRSeg(nn.Module):
     :class:`~iclr26.lifrseg.models.Segmenter` to start from (the paper initialises from
     SegFormer); it is used, not copied."""
 
-    def __init__(self, config: LiFRSegConfig | None = None, segmenter: Segmenter | None = None) -> None:
+    def __init__(
+        self, config: LiFRSegConfig | None = None, segmenter: Segmenter | None = None
+    ) -> None:
         super().__init__()
         cfg = config or LiFRSegConfig()
         if not isinstance(cfg, LiFRSegConfig):
@@ -104,23 +109,36 @@ class LiFRSeg(nn.Module):
         elif not isinstance(segmenter, Segmenter):
             raise TypeError(f"segmenter must be a Segmenter, got {type(segmenter).__name__}")
         self.segmenter = segmenter
-        self.flownet = ERaftLite(cfg.num_bins, iters=cfg.flow_iters, corr_radius=cfg.corr_radius, corr_levels=cfg.corr_levels)
+        self.flownet = ERaftLite(
+            cfg.num_bins,
+            iters=cfg.flow_iters,
+            corr_radius=cfg.corr_radius,
+            corr_levels=cfg.corr_levels,
+        )
         feat_ch = self.flownet.feat_dim + self.flownet.hidden + 2
         self.scorenet = ScoreNet(feat_ch) if cfg.use_score else None
-        self.refine = nn.ModuleList([RefineNet(d) for d in cfg.enc_dims]) if cfg.use_refine else None
+        self.refine = (
+            nn.ModuleList([RefineNet(d) for d in cfg.enc_dims]) if cfg.use_refine else None
+        )
         deep = cfg.enc_dims[cfg.memory_level]
         self.memory_attn = (
-            TemporalMemoryAttention(deep, cfg.memory_heads, cfg.age_embedding, max(cfg.memory_len, 1))
+            TemporalMemoryAttention(
+                deep, cfg.memory_heads, cfg.age_embedding, max(cfg.memory_len, 1)
+            )
             if cfg.use_memory
             else None
         )
 
-    def _splat(self, x: torch.Tensor, flow: torch.Tensor, score: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _splat(
+        self, x: torch.Tensor, flow: torch.Tensor, score: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         size = x.shape[-2:]
         fl = resize_flow(flow, size)
         metric = None
         if score is not None:
-            metric = F.interpolate(score, size=size, mode="area") if score.shape[-2:] != size else score
+            metric = (
+                F.interpolate(score, size=size, mode="area") if score.shape[-2:] != size else score
+            )
         mode = self.config.splat_mode
         out = softmax_splat(x, fl, metric, mode)
         ones = torch.ones_like(x[:, :1])
@@ -151,11 +169,15 @@ class LiFRSeg(nn.Module):
         """
         cfg = self.config
         if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[1] != 3:
-            raise ValueError(f"image must be [N, 3, H, W], got {getattr(image, 'shape', type(image))}")
+            raise ValueError(
+                f"image must be [N, 3, H, W], got {getattr(image, 'shape', type(image))}"
+            )
         n, _, h, w = image.shape
         for name, ev in (("ev_past", ev_past), ("ev_query", ev_query)):
             if not isinstance(ev, torch.Tensor) or tuple(ev.shape) != (n, cfg.num_bins, h, w):
-                raise ValueError(f"{name} must be [N, B, H, W] = {[n, cfg.num_bins, h, w]}, got {list(getattr(ev, 'shape', []))}")
+                raise ValueError(
+                    f"{name} must be [N, B, H, W] = {[n, cfg.num_bins, h, w]}, got {list(getattr(ev, 'shape', []))}"
+                )
         if h % 32 or w % 32:
             raise ValueError(f"image height and width must be multiples of 32, got {h}x{w}")
         if memory is not None and not isinstance(memory, MemoryBank):
@@ -194,7 +216,12 @@ class LiFRSeg(nn.Module):
         if cfg.propagate == "logits":
             warped, _ = self._splat(torch.softmax(logits, 1), flow, metric)
             logits = torch.where(moving, torch.log(warped.clamp_min(1e-6)), logits)
-        return {"logits": logits, "flow": flow, "flows": torch.stack(fl_out["flows"]), "score": score}
+        return {
+            "logits": logits,
+            "flow": flow,
+            "flows": torch.stack(fl_out["flows"]),
+            "score": score,
+        }
 
     @torch.no_grad()
     def predict_anytime(
@@ -223,21 +250,31 @@ class LiFRSeg(nn.Module):
         if any(not np.isfinite(q) for q in qs):
             raise ValueError("query_times must be finite")
         if min(qs) < t_frame:
-            raise ValueError(f"query time {min(qs)} is before the RGB frame at {t_frame} (causal anytime: δt >= 0)")
-        if any(b < a for a, b in zip(qs, qs[1:], strict=False)):
+            raise ValueError(
+                f"query time {min(qs)} is before the RGB frame at {t_frame} (causal anytime: δt >= 0)"
+            )
+        if any(b < a for a, b in itertools.pairwise(qs)):
             raise ValueError("query_times must be non-decreasing")
         if not np.isfinite(past_window_s) or past_window_s <= 0:
             raise ValueError(f"past_window_s must be positive, got {past_window_s}")
         _, h, w = image.shape
         dev = next(self.parameters()).device
-        memory = MemoryBank(self.config.memory_len) if (self.config.use_memory if use_memory is None else use_memory) else None
+        memory = (
+            MemoryBank(self.config.memory_len)
+            if (self.config.use_memory if use_memory is None else use_memory)
+            else None
+        )
         t0 = max(t_frame - past_window_s, 0.0)
-        past = voxel_grid(events.slice(t0, t_frame), self.config.num_bins, h, w, t_start=t0, t_end=t_frame)
+        past = voxel_grid(
+            events.slice(t0, t_frame), self.config.num_bins, h, w, t_start=t0, t_end=t_frame
+        )
         past = past.unsqueeze(0).to(dev)
         img = image.unsqueeze(0).to(dev, torch.float32)
         outs = []
         for q in qs:
-            query = voxel_grid(events.slice(t_frame, q), self.config.num_bins, h, w, t_start=t_frame, t_end=q)
+            query = voxel_grid(
+                events.slice(t_frame, q), self.config.num_bins, h, w, t_start=t_frame, t_end=q
+            )
             outs.append(self(img, past, query.unsqueeze(0).to(dev), memory)["logits"][0])
         return outs
 

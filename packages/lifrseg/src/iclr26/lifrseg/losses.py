@@ -13,8 +13,14 @@ __all__ = ["flow_epe", "laplace_nll", "ohem_cross_entropy"]
 def _check_logits_target(logits: torch.Tensor, target: torch.Tensor) -> None:
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.ndim != 4:
         raise TypeError("logits must be a floating [N, K, H, W] tensor")
-    if not isinstance(target, torch.Tensor) or target.dtype not in (torch.int64, torch.int32, torch.uint8):
-        raise TypeError(f"target must be an integer [N, H, W] tensor, got {getattr(target, 'dtype', type(target))}")
+    if not isinstance(target, torch.Tensor) or target.dtype not in (
+        torch.int64,
+        torch.int32,
+        torch.uint8,
+    ):
+        raise TypeError(
+            f"target must be an integer [N, H, W] tensor, got {getattr(target, 'dtype', type(target))}"
+        )
     n, _, h, w = logits.shape
     if tuple(target.shape) != (n, h, w):
         raise ValueError(f"target must be [N, H, W] = {[n, h, w]}, got {list(target.shape)}")
@@ -38,7 +44,9 @@ def ohem_cross_entropy(
     _check_logits_target(logits, target)
     if not 0.0 < thresh <= 1.0:
         raise ValueError(f"thresh must be in (0, 1], got {thresh}")
-    if min_kept is not None and (isinstance(min_kept, bool) or not isinstance(min_kept, int) or min_kept < 1):
+    if min_kept is not None and (
+        isinstance(min_kept, bool) or not isinstance(min_kept, int) or min_kept < 1
+    ):
         raise ValueError(f"min_kept must be a positive integer or None, got {min_kept!r}")
     target = target.long()
     valid = target != ignore_index
@@ -63,7 +71,9 @@ def ohem_cross_entropy(
     return pixel_loss[keep].mean()
 
 
-def flow_epe(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def flow_epe(
+    pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Mean end-point error ``‖pred − target‖₂`` over pixels of ``[N, 2, H, W]`` flows (optionally
     only where ``mask`` [N, H, W] is true)."""
     if not isinstance(pred, torch.Tensor) or pred.ndim != 4 or pred.shape[1] != 2:
@@ -78,7 +88,9 @@ def flow_epe(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None
     return epe[mask.bool()].mean() if mask.any() else epe.sum() * 0.0
 
 
-def laplace_nll(flow: torch.Tensor, flow_gt: torch.Tensor, log_precision: torch.Tensor) -> torch.Tensor:
+def laplace_nll(
+    flow: torch.Tensor, flow_gt: torch.Tensor, log_precision: torch.Tensor
+) -> torch.Tensor:
     """Heteroscedastic Laplace NLL in the log-precision parameterisation,
     ``L_S = ‖M̂ − M_gt‖₁ · exp(S) − S`` averaged over pixels (optional ScoreNet supervision)."""
     if flow.shape != flow_gt.shape or flow.ndim != 4 or flow.shape[1] != 2:

@@ -15,7 +15,9 @@ def _check(pred: torch.Tensor, target: torch.Tensor, num_classes: int) -> None:
         if v.is_floating_point() or v.is_complex() or v.dtype == torch.bool:
             raise TypeError(f"{name} must hold integer class ids, got {v.dtype}")
     if pred.shape != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ in shape")
+        raise ValueError(
+            f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ in shape"
+        )
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(f"num_classes must be a positive integer, got {num_classes!r}")
 
@@ -30,7 +32,9 @@ def confusion_matrix(
     p, t = p[keep], t[keep]
     if ((p < 0) | (p >= num_classes)).any() or ((t < 0) | (t >= num_classes)).any():
         raise ValueError(f"class ids must lie in [0, {num_classes}) (or be ignore_index in target)")
-    return torch.bincount(t * num_classes + p, minlength=num_classes**2).view(num_classes, num_classes)
+    return torch.bincount(t * num_classes + p, minlength=num_classes**2).view(
+        num_classes, num_classes
+    )
 
 
 def mean_iou(

@@ -32,7 +32,9 @@ def _check_image(x: torch.Tensor, name: str, channels: int | None = None) -> Non
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.ndim != 4 or not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating [N, C, H, W] tensor, got {x.dtype} {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must be a floating [N, C, H, W] tensor, got {x.dtype} {tuple(x.shape)}"
+        )
     if channels is not None and x.shape[1] != channels:
         raise ValueError(f"{name} must have {channels} channels, got {x.shape[1]}")
     if not torch.isfinite(x).all():
@@ -73,7 +75,7 @@ class _MixFFN(nn.Module):
         self.fc2 = nn.Linear(dim * ratio, dim)
 
     def forward(self, x: torch.Tensor, h: int, w: int) -> torch.Tensor:
-        n, t, _ = x.shape
+        n, _t, _ = x.shape
         y = self.fc1(x)
         y = self.dw(y.transpose(1, 2).reshape(n, -1, h, w)).flatten(2).transpose(1, 2)
         return self.fc2(F.gelu(y))
@@ -146,7 +148,9 @@ class AllMLPDecoder(nn.Module):
     def __init__(self, dims: Sequence[int], num_classes: int, embed: int = 64) -> None:
         super().__init__()
         self.proj = nn.ModuleList([nn.Conv2d(d, embed, 1) for d in dims])
-        self.fuse = nn.Sequential(nn.Conv2d(embed * len(dims), embed, 1), nn.BatchNorm2d(embed), nn.ReLU())
+        self.fuse = nn.Sequential(
+            nn.Conv2d(embed * len(dims), embed, 1), nn.BatchNorm2d(embed), nn.ReLU()
+        )
         self.cls = nn.Conv2d(embed, num_classes, 1)
 
     def forward(self, feats: Sequence[torch.Tensor], out_size: tuple[int, int]) -> torch.Tensor:
@@ -163,7 +167,9 @@ class Segmenter(nn.Module):
     """TinyMiT + all-MLP decoder: the frame segmenter (also the HFR oracle and hold-last baseline,
     and LiFR-Seg's feature extractor and decoder)."""
 
-    def __init__(self, num_classes: int, dims: Sequence[int] = (16, 32, 64, 128), in_chans: int = 3) -> None:
+    def __init__(
+        self, num_classes: int, dims: Sequence[int] = (16, 32, 64, 128), in_chans: int = 3
+    ) -> None:
         super().__init__()
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
             raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
@@ -186,13 +192,17 @@ class Segmenter(nn.Module):
 
 
 def _conv(cin: int, cout: int, k: int = 3, s: int = 1) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, k, stride=s, padding=k // 2), nn.GroupNorm(4, cout), nn.ReLU())
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, k, stride=s, padding=k // 2), nn.GroupNorm(4, cout), nn.ReLU()
+    )
 
 
 class _EventEncoder(nn.Module):
     def __init__(self, num_bins: int, dim: int) -> None:
         super().__init__()
-        self.net = nn.Sequential(_conv(num_bins, 32, 7, 2), _conv(32, 48, 3, 2), _conv(48, 48), nn.Conv2d(48, dim, 1))
+        self.net = nn.Sequential(
+            _conv(num_bins, 32, 7, 2), _conv(32, 48, 3, 2), _conv(48, 48), nn.Conv2d(48, dim, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -270,7 +280,12 @@ class ERaftLite(nn.Module):
         iters: int = 4,
     ) -> None:
         super().__init__()
-        for name, v in (("num_bins", num_bins), ("iters", iters), ("corr_levels", corr_levels), ("corr_radius", corr_radius)):
+        for name, v in (
+            ("num_bins", num_bins),
+            ("iters", iters),
+            ("corr_levels", corr_levels),
+            ("corr_radius", corr_radius),
+        ):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self.num_bins, self.iters, self.hidden = num_bins, iters, hidden
@@ -282,8 +297,12 @@ class ERaftLite(nn.Module):
         self.enc_flow = nn.Sequential(nn.Conv2d(2, 32, 7, padding=3), nn.ReLU())
         self.enc_out = nn.Sequential(nn.Conv2d(96, 62, 3, padding=1), nn.ReLU())
         self.gru = _ConvGRU(hidden, 64 + context)
-        self.flow_head = nn.Sequential(nn.Conv2d(hidden, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 2, 3, padding=1))
-        self.mask_head = nn.Sequential(nn.Conv2d(hidden, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 9 * 16, 1))
+        self.flow_head = nn.Sequential(
+            nn.Conv2d(hidden, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 2, 3, padding=1)
+        )
+        self.mask_head = nn.Sequential(
+            nn.Conv2d(hidden, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 9 * 16, 1)
+        )
         self.feat_dim = feat_dim
 
     def _upsample(self, flow: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -293,22 +312,30 @@ class ERaftLite(nn.Module):
         up = (mask * up).sum(dim=2).permute(0, 1, 4, 2, 5, 3)
         return up.reshape(n, 2, 4 * h, 4 * w)
 
-    def forward(self, ev_past: torch.Tensor, ev_query: torch.Tensor) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+    def forward(
+        self, ev_past: torch.Tensor, ev_query: torch.Tensor
+    ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
         """Flow of the scene from the start to the end of the query window, at full resolution
         (pixels, x first). Returns ``flows`` (one per iteration), ``flow`` (the last), and the
         1/4-resolution ``features`` (query-grid features, GRU state, flow) for the ScoreNet."""
         _check_image(ev_past, "ev_past", self.num_bins)
         _check_image(ev_query, "ev_query", self.num_bins)
         if ev_past.shape != ev_query.shape:
-            raise ValueError(f"ev_past {tuple(ev_past.shape)} and ev_query {tuple(ev_query.shape)} differ")
+            raise ValueError(
+                f"ev_past {tuple(ev_past.shape)} and ev_query {tuple(ev_query.shape)} differ"
+            )
         if ev_past.shape[-1] % 4 or ev_past.shape[-2] % 4:
             raise ValueError("the voxel grids' height and width must be multiples of 4")
         f1, f2 = self.fnet(torch.cat([ev_past, ev_query], 0)).chunk(2, 0)
         corr = _CorrPyramid(f1, f2, self.levels, self.radius)
-        h_ctx, ctx = torch.split(self.cnet(ev_query), [self.hidden, self.cnet.net[-1].out_channels - self.hidden], 1)
+        h_ctx, ctx = torch.split(
+            self.cnet(ev_query), [self.hidden, self.cnet.net[-1].out_channels - self.hidden], 1
+        )
         net, ctx = torch.tanh(h_ctx), torch.relu(ctx)
         n, _, h, w = f1.shape
-        ys, xs = torch.meshgrid(torch.arange(h, dtype=f1.dtype), torch.arange(w, dtype=f1.dtype), indexing="ij")
+        ys, xs = torch.meshgrid(
+            torch.arange(h, dtype=f1.dtype), torch.arange(w, dtype=f1.dtype), indexing="ij"
+        )
         coords0 = torch.stack([xs, ys]).to(f1.device).unsqueeze(0).expand(n, -1, -1, -1)
         flow = torch.zeros(n, 2, h, w, dtype=f1.dtype, device=f1.device)
         flows = []
@@ -379,7 +406,9 @@ class MemoryBank:
         if not isinstance(feat, torch.Tensor) or feat.ndim != 4:
             raise ValueError("feat must be a [N, C, h, w] tensor")
         if self._items and self._items[-1].shape != feat.shape:
-            raise ValueError(f"feat shape {tuple(feat.shape)} differs from the bank's {tuple(self._items[-1].shape)}")
+            raise ValueError(
+                f"feat shape {tuple(feat.shape)} differs from the bank's {tuple(self._items[-1].shape)}"
+            )
         self._items.append(feat)
 
     def items(self) -> list[torch.Tensor]:
@@ -395,13 +424,19 @@ class TemporalMemoryAttention(nn.Module):
     values from the memory tokens (optionally with a learned age embedding). An empty memory is
     the identity; ``W_o`` starts at zero so training starts from the identity too."""
 
-    def __init__(self, dim: int, heads: int = 4, age_embedding: bool = False, max_len: int = 16) -> None:
+    def __init__(
+        self, dim: int, heads: int = 4, age_embedding: bool = False, max_len: int = 16
+    ) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim {dim} must be divisible by heads {heads}")
         self.heads = heads
         self.norm_q, self.norm_kv = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.q, self.kv, self.out = nn.Linear(dim, dim), nn.Linear(dim, 2 * dim), nn.Linear(dim, dim)
+        self.q, self.kv, self.out = (
+            nn.Linear(dim, dim),
+            nn.Linear(dim, 2 * dim),
+            nn.Linear(dim, dim),
+        )
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
         self.age = nn.Embedding(max_len, dim) if age_embedding else None

@@ -92,8 +92,12 @@ class EsimSimulator:
         self._last = np.full(gray.shape, -np.inf)
         shape = gray.shape
         if self.contrast_sigma > 0:
-            self._cp = np.maximum(self.rng.normal(self.contrast_pos, self.contrast_sigma, shape), 0.01)
-            self._cn = np.maximum(self.rng.normal(self.contrast_neg, self.contrast_sigma, shape), 0.01)
+            self._cp = np.maximum(
+                self.rng.normal(self.contrast_pos, self.contrast_sigma, shape), 0.01
+            )
+            self._cn = np.maximum(
+                self.rng.normal(self.contrast_neg, self.contrast_sigma, shape), 0.01
+            )
         else:
             self._cp = np.full(shape, self.contrast_pos)
             self._cn = np.full(shape, self.contrast_neg)
@@ -104,7 +108,9 @@ class EsimSimulator:
             raise ValueError("call reset(image, t) before step()")
         new = np.log(_as_gray(image) + self.log_eps)
         if new.shape != self._log.shape:
-            raise ValueError(f"image shape {new.shape} differs from the reset image {self._log.shape}")
+            raise ValueError(
+                f"image shape {new.shape} differs from the reset image {self._log.shape}"
+            )
         if not np.isfinite(t) or t <= self._t:
             raise ValueError(f"t must be later than the previous sample {self._t}, got {t}")
         old, ref, t0, dt = self._log, self._ref, self._t, t - self._t

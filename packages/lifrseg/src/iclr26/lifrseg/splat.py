@@ -101,7 +101,9 @@ def softmax_splat(
         if not isinstance(metric, torch.Tensor):
             raise TypeError(f"metric must be a torch.Tensor, got {type(metric).__name__}")
         if tuple(metric.shape) != (n, 1, h, w):
-            raise ValueError(f"metric must be [N, 1, H, W] = {[n, 1, h, w]}, got {list(metric.shape)}")
+            raise ValueError(
+                f"metric must be [N, 1, H, W] = {[n, 1, h, w]}, got {list(metric.shape)}"
+            )
         if not torch.isfinite(metric).all():
             raise ValueError("metric must be finite (no NaN or inf)")
         m = metric.to(x.dtype)
@@ -116,14 +118,16 @@ def softmax_splat(
 
 
 def backward_warp(
-    x: torch.Tensor, flow: torch.Tensor, padding_mode: Literal["zeros", "border", "reflection"] = "zeros"
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    padding_mode: Literal["zeros", "border", "reflection"] = "zeros",
 ) -> torch.Tensor:
     """Backward warping ``out(p) = x(p + flow(p))`` with bilinear ``grid_sample``
     (``align_corners=True``: pixel centres at integer coordinates, as :func:`softmax_splat`)."""
     _check_pair(x, flow)
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"padding_mode must be zeros, border or reflection, got {padding_mode!r}")
-    n, _, h, w = x.shape
+    _n, _, h, w = x.shape
     ys, xs = torch.meshgrid(
         torch.arange(h, device=x.device, dtype=flow.dtype),
         torch.arange(w, device=x.device, dtype=flow.dtype),
@@ -147,6 +151,8 @@ def resize_flow(flow: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     if (h, w) == (H, W):
         return flow
     mode = "area" if h < H and w < W else "bilinear"
-    out = F.interpolate(flow, size=(h, w), mode=mode, **({} if mode == "area" else {"align_corners": False}))
+    out = F.interpolate(
+        flow, size=(h, w), mode=mode, **({} if mode == "area" else {"align_corners": False})
+    )
     scale = torch.tensor([w / W, h / H], dtype=flow.dtype, device=flow.device).view(1, 2, 1, 1)
     return out * scale

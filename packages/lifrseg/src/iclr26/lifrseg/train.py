@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from iclr26.lifrseg.baselines import EarlyFusionSeg
-from iclr26.lifrseg.data import AnytimeSegDataset, Sequence as Seq, collate_anytime
+from iclr26.lifrseg.data import AnytimeSegDataset, collate_anytime
+from iclr26.lifrseg.data import Sequence as Seq
 from iclr26.lifrseg.lifrseg import LiFRSeg, LiFRSegConfig
 from iclr26.lifrseg.losses import flow_epe, laplace_nll, ohem_cross_entropy
 from iclr26.lifrseg.models import ERaftLite, MemoryBank, Segmenter
@@ -62,8 +63,12 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
 
 
-def _optimiser(params, cfg: TrainConfig) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    opt = torch.optim.AdamW([p for p in params if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
+def _optimiser(
+    params, cfg: TrainConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    opt = torch.optim.AdamW(
+        [p for p in params if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
+    )
     warm = max(int(cfg.warmup_frac * cfg.steps), 1)
 
     def factor(step: int) -> float:
@@ -90,7 +95,9 @@ def _resume(module: nn.Module, checkpoint: str | os.PathLike[str] | None) -> boo
     return False
 
 
-def _save(module: nn.Module, checkpoint: str | os.PathLike[str] | None, meta: dict | None = None) -> None:
+def _save(
+    module: nn.Module, checkpoint: str | os.PathLike[str] | None, meta: dict | None = None
+) -> None:
     if checkpoint is not None:
         from safetensors.torch import save_model
 
@@ -104,7 +111,11 @@ def _batches(n: int, cfg: TrainConfig):
 
 
 def fit_segmenter(
-    segmenter: Segmenter, sequences: Sequence[Seq], cfg: TrainConfig, *, checkpoint: str | os.PathLike[str] | None = None
+    segmenter: Segmenter,
+    sequences: Sequence[Seq],
+    cfg: TrainConfig,
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Stage 1: train the frame segmenter on every HFR frame and label (OHEM CE) with flips as
     augmentation. Returns the loss per step."""
@@ -205,7 +216,12 @@ def fit_lifrseg(
             out = model(b["image"], b["ev_past"], b["ev_query"][:, q], mem)
             loss = loss + ohem_cross_entropy(out["logits"], b["label"][:, q]) / k
             if score_nll_weight > 0 and model.scorenet is not None:
-                loss = loss + score_nll_weight * laplace_nll(out["flow"].detach(), b["flow"][:, q], out["score"]) / k
+                loss = (
+                    loss
+                    + score_nll_weight
+                    * laplace_nll(out["flow"].detach(), b["flow"][:, q], out["score"])
+                    / k
+                )
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -220,7 +236,11 @@ def fit_lifrseg(
 
 
 def fit_early_fusion(
-    model: EarlyFusionSeg, dataset: AnytimeSegDataset, cfg: TrainConfig, *, checkpoint: str | os.PathLike[str] | None = None
+    model: EarlyFusionSeg,
+    dataset: AnytimeSegDataset,
+    cfg: TrainConfig,
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Train the early-fusion baseline on (I_t, voxel grids) → label at t + δt, all queries."""
     if not isinstance(model, EarlyFusionSeg):
@@ -234,7 +254,11 @@ def fit_early_fusion(
     for idx, _ in zip(_batches(len(dataset), cfg), _bar(cfg, "early fusion"), strict=False):
         b = collate_anytime([dataset[int(i)] for i in idx])
         k = b["ev_query"].shape[1]
-        logits = model(b["image"].repeat_interleave(k, 0), b["ev_past"].repeat_interleave(k, 0), b["ev_query"].flatten(0, 1))
+        logits = model(
+            b["image"].repeat_interleave(k, 0),
+            b["ev_past"].repeat_interleave(k, 0),
+            b["ev_query"].flatten(0, 1),
+        )
         loss = ohem_cross_entropy(logits, b["label"].flatten(0, 1))
         opt.zero_grad()
         loss.backward()
