@@ -99,15 +99,13 @@ class EarlyFusionSeg(nn.Module):
     ) -> torch.Tensor:
         return self.net(torch.cat([image, ev_past, ev_query], 1))
 
-    def __call__(self, *args, **kwargs):  # batch dict -> [N, K, ...] as the other methods
+    def __call__(self, *args, **kwargs):  # a batch dict -> [N, K, ...] as the other methods
+        call = super().__call__
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             b = _check_batch(args[0], ["image", "ev_past", "ev_query"])
-            outs = [
-                super().__call__(b["image"], b["ev_past"], b["ev_query"][:, k])
-                for k in range(b["ev_query"].shape[1])
-            ]
-            return torch.stack(outs, 1)
-        return super().__call__(*args, **kwargs)
+            k = b["ev_query"].shape[1]
+            return torch.stack([call(b["image"], b["ev_past"], b["ev_query"][:, q]) for q in range(k)], 1)
+        return call(*args, **kwargs)
 
 
 @torch.no_grad()

@@ -48,21 +48,20 @@ _TEX_SIZE = 96
 
 
 @functools.cache
-def _skimage_textures() -> tuple[np.ndarray, ...]:
+def _skimage_texture(i: int) -> np.ndarray:
     from skimage import data
     from skimage.color import rgb2gray
     from skimage.transform import resize
 
-    out = []
-    for name in _TEXTURES:
-        img = getattr(data, name)()
-        img = rgb2gray(img) if img.ndim == 3 else img / 255.0
-        h, w = img.shape
-        s = min(h, w)
-        img = resize(img[:s, :s], (_TEX_SIZE, _TEX_SIZE), anti_aliasing=True)
-        img = (img - img.min()) / max(img.max() - img.min(), 1e-6)
-        out.append(img.astype(np.float64))
-    return tuple(out)
+    img = getattr(data, _TEXTURES[i])()
+    img = rgb2gray(img) if img.ndim == 3 else img / 255.0
+    f = max(min(img.shape) // _TEX_SIZE, 1)
+    s = f * _TEX_SIZE if min(img.shape) >= _TEX_SIZE else min(img.shape)
+    img = img[:s, :s].reshape(s // f, f, s // f, f).mean(axis=(1, 3))  # box-filter downsampling
+    if img.shape[0] != _TEX_SIZE:
+        img = resize(img, (_TEX_SIZE, _TEX_SIZE), order=1, anti_aliasing=False)
+    img = (img - img.min()) / max(img.max() - img.min(), 1e-6)
+    return img.astype(np.float64)
 
 
 def _procedural_texture(rng: np.random.Generator) -> np.ndarray:
@@ -147,9 +146,8 @@ class ShapesWorld:
         self.height, self.width = int(height), int(width)
         self.num_classes = len(CLASSES)
         if textures == "skimage":
-            bank = _skimage_textures()
-            self._class_tex = {c: bank[i] for c, i in _CLASS_TEXTURE.items()}
-            self._bg_tex = bank[int(rng.integers(len(_CLASS_TEXTURE), len(bank)))]
+            self._class_tex = {c: _skimage_texture(i) for c, i in _CLASS_TEXTURE.items()}
+            self._bg_tex = _skimage_texture(int(rng.integers(len(_CLASS_TEXTURE), len(_TEXTURES))))
         else:
             self._class_tex = {
                 c: _procedural_texture(np.random.default_rng(c)) for c in _CLASS_TINT

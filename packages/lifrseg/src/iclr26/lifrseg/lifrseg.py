@@ -278,14 +278,17 @@ class LiFRSeg(nn.Module):
             outs.append(self(img, past, query.unsqueeze(0).to(dev), memory)["logits"][0])
         return outs
 
-    def variant(self, **changes: object) -> LiFRSeg:
+    def variant(self, *, segmenter: Segmenter | None = None, **changes: object) -> LiFRSeg:
         """A model with a changed config that shares this model's modules (weights), e.g.
-        ``variant(propagate="image")`` or ``variant(use_score=False)`` for the ablations."""
+        ``variant(propagate="image")`` or ``variant(use_score=False)`` for the ablations;
+        ``segmenter`` swaps in another segmenter (e.g. the frame segmenter for image warping)."""
         cfg = LiFRSegConfig(**{**self.config.to_dict(), **changes})
         out = LiFRSeg.__new__(LiFRSeg)
         nn.Module.__init__(out)
         out.config = cfg
-        out.segmenter, out.flownet = self.segmenter, self.flownet
+        if segmenter is not None and not isinstance(segmenter, Segmenter):
+            raise TypeError(f"segmenter must be a Segmenter, got {type(segmenter).__name__}")
+        out.segmenter, out.flownet = segmenter or self.segmenter, self.flownet
         out.scorenet = self.scorenet if cfg.use_score else None
         out.refine = self.refine if cfg.use_refine else None
         out.memory_attn = self.memory_attn if cfg.use_memory else None

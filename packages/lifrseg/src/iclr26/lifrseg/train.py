@@ -177,7 +177,7 @@ def fit_flow(
         nn.utils.clip_grad_norm_(flownet.parameters(), 1.0)
         opt.step()
         sched.step()
-        epes.append(float(flow_epe(out["flow"], gt)))
+        epes.append(float(flow_epe(out["flow"].detach(), gt)))
     flownet.eval()
     _save(flownet, checkpoint)
     return epes
