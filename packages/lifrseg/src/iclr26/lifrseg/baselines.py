@@ -104,7 +104,9 @@ class EarlyFusionSeg(nn.Module):
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             b = _check_batch(args[0], ["image", "ev_past", "ev_query"])
             k = b["ev_query"].shape[1]
-            return torch.stack([call(b["image"], b["ev_past"], b["ev_query"][:, q]) for q in range(k)], 1)
+            return torch.stack(
+                [call(b["image"], b["ev_past"], b["ev_query"][:, q]) for q in range(k)], 1
+            )
         return call(*args, **kwargs)
 
 

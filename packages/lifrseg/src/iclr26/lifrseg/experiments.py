@@ -50,13 +50,13 @@ def _settings(quick: bool) -> dict[str, Any]:
     if quick:
         return {
             "seeds": 1, "train_seqs": 6, "test_seqs": 2, "duration_s": 0.7,
-            "deltas_s": (0.01, 0.05, 0.1, 0.2, 0.4), "seg_steps": 150, "flow_steps": 50,
-            "lifr_steps": 25, "fusion_steps": 60, "separate_avg": False,
+            "deltas_s": (0.01, 0.05, 0.1, 0.2, 0.4), "seg_steps": 150, "flow_steps": 150,
+            "flow_batch": 2, "lifr_steps": 25, "fusion_steps": 40, "separate_avg": False,
         }  # fmt: skip
     return {
         "seeds": 3, "train_seqs": 16, "test_seqs": 4, "duration_s": 1.0,
-        "deltas_s": (0.01, 0.025, 0.05, 0.1, 0.2, 0.4), "seg_steps": 500, "flow_steps": 200,
-        "lifr_steps": 120, "fusion_steps": 250, "separate_avg": True,
+        "deltas_s": (0.01, 0.025, 0.05, 0.1, 0.2, 0.4), "seg_steps": 500, "flow_steps": 400,
+        "flow_batch": 2, "lifr_steps": 120, "fusion_steps": 250, "separate_avg": True,
     }  # fmt: skip
 
 
@@ -74,7 +74,11 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
     seg = Segmenter(K)
     fit_segmenter(seg, train, TrainConfig(s["seg_steps"], 8, seed=seed, progress=progress))
     model = LiFRSeg(LiFRSegConfig(num_classes=K), seg)
-    fit_flow(model.flownet, d_train, TrainConfig(s["flow_steps"], 4, seed=seed, progress=progress))
+    fit_flow(
+        model.flownet,
+        d_train,
+        TrainConfig(s["flow_steps"], s["flow_batch"], lr=2e-3, seed=seed, progress=progress),
+    )
     flow_state = {k: v.clone() for k, v in model.flownet.state_dict().items()}
     seg_state = {k: v.clone() for k, v in seg.state_dict().items()}
     fit_lifrseg(model, d_train, TrainConfig(s["lifr_steps"], 4, seed=seed, progress=progress))

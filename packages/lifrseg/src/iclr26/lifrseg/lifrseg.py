@@ -28,7 +28,7 @@ from iclr26.lifrseg.models import (
     Segmenter,
     TemporalMemoryAttention,
 )
-from iclr26.lifrseg.splat import resize_flow, softmax_splat
+from iclr26.lifrseg.splat import _softmax_splat, resize_flow
 
 __all__ = ["LiFRSeg", "LiFRSegConfig"]
 
@@ -139,11 +139,8 @@ class LiFRSeg(nn.Module):
             metric = (
                 F.interpolate(score, size=size, mode="area") if score.shape[-2:] != size else score
             )
-        mode = self.config.splat_mode
-        out = softmax_splat(x, fl, metric, mode)
-        ones = torch.ones_like(x[:, :1])
-        holes = (softmax_splat(ones, fl, None, "sum") < 1e-3).to(x.dtype)
-        return out, holes
+        out, cover = _softmax_splat(x, fl, metric, self.config.splat_mode, coverage=True)
+        return out, (cover < 1e-3).to(x.dtype)
 
     def forward(
         self,

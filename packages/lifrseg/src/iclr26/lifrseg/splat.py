@@ -51,15 +51,18 @@ def splat_sum(x: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
     tx = xs + flow[:, 0]  # [N, H, W]
     ty = ys + flow[:, 1]
     x0, y0 = torch.floor(tx), torch.floor(ty)
-    src = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
+    fx, fy = tx - x0, ty - y0
+    cx = torch.stack([x0, x0 + 1, x0, x0 + 1])  # the four target corners, [4, N, H, W]
+    cy = torch.stack([y0, y0, y0 + 1, y0 + 1])
+    weight = torch.stack([(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy])
+    valid = (cx >= 0) & (cx <= w - 1) & (cy >= 0) & (cy <= h - 1)
+    weight = torch.where(valid, weight, torch.zeros((), dtype=weight.dtype, device=weight.device))
+    base = (torch.arange(n, device=x.device) * (h * w)).view(1, n, 1, 1)
+    index = base + cy.clamp(0, h - 1).long() * w + cx.clamp(0, w - 1).long()
+    src = x.permute(0, 2, 3, 1).reshape(1, n * h * w, c)
+    contrib = (src * weight.reshape(4, n * h * w, 1).to(x.dtype)).reshape(4 * n * h * w, c)
     out = torch.zeros(n * h * w, c, dtype=x.dtype, device=x.device)
-    base = (torch.arange(n, device=x.device) * (h * w)).view(n, 1, 1)
-    for cx, cy in ((x0, y0), (x0 + 1, y0), (x0, y0 + 1), (x0 + 1, y0 + 1)):
-        weight = (1 - (tx - cx).abs()) * (1 - (ty - cy).abs())
-        valid = (cx >= 0) & (cx <= w - 1) & (cy >= 0) & (cy <= h - 1)
-        index = base + cy.clamp(0, h - 1).long() * w + cx.clamp(0, w - 1).long()
-        weight = torch.where(valid, weight, torch.zeros_like(weight)).to(x.dtype)
-        out.index_add_(0, index.reshape(-1), src * weight.reshape(-1, 1))
+    out.index_add_(0, index.reshape(-1), contrib)
     return out.view(n, h, w, c).permute(0, 3, 1, 2)
 
 
@@ -89,12 +92,29 @@ def softmax_splat(
         eps: added to the normaliser (reference: 1e-7).
         clamp: clamp of the soft metric (``None``: no clamp).
     """
+    return _softmax_splat(x, flow, metric, mode, eps=eps, clamp=clamp)[0]
+
+
+def _softmax_splat(
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    metric: torch.Tensor | None,
+    mode: str,
+    *,
+    eps: float = 1e-7,
+    clamp: float | None = 20.0,
+    coverage: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`softmax_splat`, optionally also returning ``Σ→(1)`` (how much landed on each target
+    pixel; ``< 1e-3`` marks a hole) from the same scatter."""
     _check_pair(x, flow)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if mode == "sum":
-        return splat_sum(x, flow)
     n, _, h, w = x.shape
+    ones = torch.ones(n, 1, h, w, dtype=x.dtype, device=x.device)
+    if mode == "sum":
+        out = splat_sum(torch.cat([x, ones], 1) if coverage else x, flow)
+        return (out[:, :-1], out[:, -1:]) if coverage else (out, None)
     if mode in ("linear", "soft"):
         if metric is None:
             raise ValueError(f"metric is required for mode {mode!r}")
@@ -112,9 +132,14 @@ def softmax_splat(
                 m = m.clamp(-clamp, clamp)
             m = torch.exp(m - m.amax(dim=(1, 2, 3), keepdim=True))
     else:
-        m = torch.ones(n, 1, h, w, dtype=x.dtype, device=x.device)
-    out = splat_sum(torch.cat([x * m, m], dim=1), flow)
-    return out[:, :-1] / (out[:, -1:] + eps)
+        m = ones
+    parts = [x * m, m, ones] if (coverage and mode != "avg") else [x * m, m]
+    out = splat_sum(torch.cat(parts, dim=1), flow)
+    c = x.shape[1]
+    result = out[:, :c] / (out[:, c : c + 1] + eps)
+    if not coverage:
+        return result, None
+    return result, out[:, -1:]
 
 
 def backward_warp(

@@ -203,7 +203,10 @@ def fit_lifrseg(
     torch.manual_seed(cfg.seed)
     for p in model.flownet.parameters():
         p.requires_grad_(not freeze_flow)
-    opt, sched = _optimiser(model.parameters(), cfg)
+    # the pretrained segmenter is fine-tuned at a tenth of the lr (1e-4 with the default 1e-3: the
+    # paper's lr); the new modules (ScoreNet, RefineNet, memory) train at the full lr
+    pretrained = {id(p) for p in model.segmenter.parameters()}
+    opt, sched = _optimiser(model.parameters(), cfg, slow=pretrained)
     model.train()
     model.flownet.train(not freeze_flow)
     losses = []
