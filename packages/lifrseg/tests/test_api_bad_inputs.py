@@ -181,6 +181,16 @@ CASES = {
         ValueError,
         "multiples of 32",
     ),
+    "LiFRSeg flow override": (
+        lambda: L.LiFRSeg()(
+            torch.rand(1, 3, 32, 32),
+            torch.rand(1, 5, 32, 32),
+            torch.rand(1, 5, 32, 32),
+            flow=torch.zeros(1, 2, 8, 8),
+        ),
+        ValueError,
+        "flow must be",
+    ),  # fmt: skip
     "LiFRSeg.predict_anytime before frame": (
         lambda: L.LiFRSeg().predict_anytime(torch.rand(3, 32, 32), EV, 0.2, [0.1]),
         ValueError,

@@ -63,12 +63,13 @@ class HoldLast:
 
 class LiFRMethod:
     """Run a :class:`LiFRSeg` over each frame's query chain, in order, with a fresh memory bank per
-    frame (``use_memory=False``: no memory)."""
+    frame (``use_memory=False``: no memory; ``gt_flow=True``: the batch's analytic flow replaces the
+    estimated one, an upper reference that isolates the propagation from the flow quality)."""
 
-    def __init__(self, model: LiFRSeg, use_memory: bool = True) -> None:
+    def __init__(self, model: LiFRSeg, use_memory: bool = True, *, gt_flow: bool = False) -> None:
         if not isinstance(model, LiFRSeg):
             raise TypeError(f"model must be a LiFRSeg, got {type(model).__name__}")
-        self.model, self.use_memory = model, use_memory
+        self.model, self.use_memory, self.gt_flow = model, use_memory, gt_flow
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         b = _check_batch(batch, ["image", "ev_past", "ev_query"])
@@ -77,10 +78,15 @@ class LiFRMethod:
             if self.use_memory and self.model.config.use_memory
             else None
         )
+        if self.gt_flow:
+            _check_batch(b, ["flow"])
         outs = [
-            self.model(b["image"], b["ev_past"], b["ev_query"][:, k], mem)["logits"]
+            self.model(
+                b["image"], b["ev_past"], b["ev_query"][:, k], mem,
+                flow=b["flow"][:, k] if self.gt_flow else None,
+            )["logits"]
             for k in range(b["ev_query"].shape[1])
-        ]
+        ]  # fmt: skip
         return torch.stack(outs, 1)
 
 

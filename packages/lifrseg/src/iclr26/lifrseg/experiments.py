@@ -103,6 +103,7 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
         "HFR oracle": HFROracle(seg_frozen),
         "LiFR-Seg": LiFRMethod(model),
         "LiFR-Seg w/o memory": LiFRMethod(model, use_memory=False),
+        "LiFR-Seg with analytic flow (reference)": LiFRMethod(model, gt_flow=True),
         "feature warp w/o confidence": LiFRMethod(avg_model),
         "image warp": LiFRMethod(
             model.variant(propagate="image", use_refine=False, use_memory=False)

@@ -148,6 +148,8 @@ class LiFRSeg(nn.Module):
         ev_past: torch.Tensor,
         ev_query: torch.Tensor,
         memory: MemoryBank | None = None,
+        *,
+        flow: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """One anytime query.
 
@@ -159,6 +161,8 @@ class LiFRSeg(nn.Module):
                 on ``I_t`` (anytime identity).
             memory: a :class:`MemoryBank` of earlier queries (``None`` or empty: no memory); this
                 call reads it and then writes the new deepest features into it.
+            flow: replaces the estimated motion field ``[N, 2, H, W]`` (e.g. ground-truth flow, to
+                separate flow quality from propagation); the ScoreNet still sees the event features.
 
         Returns:
             ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
@@ -181,6 +185,10 @@ class LiFRSeg(nn.Module):
             raise TypeError(f"memory must be a MemoryBank or None, got {type(memory).__name__}")
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
         fl_out = self.flownet(ev_past, ev_query)
+        if flow is not None:
+            if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
+                raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")
+            fl_out = {**fl_out, "flow": flow.to(image.dtype)}
         flow = torch.where(moving, fl_out["flow"], torch.zeros_like(fl_out["flow"]))
         score = (
             self.scorenet(fl_out["features"], (h, w))
