@@ -190,7 +190,7 @@ CASES = {
         ),
         ValueError,
         "flow must be",
-    ),  # fmt: skip
+    ),
     "LiFRSeg.predict_anytime before frame": (
         lambda: L.LiFRSeg().predict_anytime(torch.rand(3, 32, 32), EV, 0.2, [0.1]),
         ValueError,
