@@ -64,11 +64,15 @@ class TrainConfig:
 
 
 def _optimiser(
-    params, cfg: TrainConfig
+    params, cfg: TrainConfig, slow: set[int] | None = None, slow_factor: float = 0.1
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    opt = torch.optim.AdamW(
-        [p for p in params if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
-    )
+    params = [p for p in params if p.requires_grad]
+    slow = slow or set()
+    groups = [{"params": [p for p in params if id(p) not in slow], "lr": cfg.lr}]
+    if slow:
+        groups.append({"params": [p for p in params if id(p) in slow], "lr": cfg.lr * slow_factor})
+    groups = [g for g in groups if g["params"]]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     warm = max(int(cfg.warmup_frac * cfg.steps), 1)
 
     def factor(step: int) -> float:
