@@ -1,0 +1,308 @@
+"""LiFR-Seg: event-guided, confidence-weighted feature propagation for anytime segmentation.
+
+From one RGB frame ``I_t`` and the events up to ``t + δt``: (1) the encoder gives multi-scale
+features ``F_t``; (2) E-RAFT-lite gives the motion field ``M̂`` from the past voxel grid
+``E_{t−Δt→t}`` and the query grid ``E_{t→t+δt}``, and the ScoreNet the log-precision ``S``;
+(3) every scale is forward-warped by softmax splatting with weight ``exp(S)``; (4) RefineNet
+patches holes; (5) temporal memory cross-attention on the deepest level; (6) the all-MLP decoder.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from iclr26.lifrseg.events import EventStream, voxel_grid
+from iclr26.lifrseg.models import (
+    ERaftLite,
+    MemoryBank,
+    RefineNet,
+    ScoreNet,
+    Segmenter,
+    TemporalMemoryAttention,
+)
+from iclr26.lifrseg.splat import _softmax_splat, resize_flow
+
+__all__ = ["LiFRSeg", "LiFRSegConfig"]
+
+
+@dataclass
+class LiFRSegConfig:
+    """Settings of :class:`LiFRSeg` (paper values in brackets where they differ).
+
+    Attributes:
+        num_classes: segmentation classes.
+        enc_dims: TinyMiT widths [SegFormer-B2: 64, 128, 320, 512].
+        num_bins: voxel bins per window [E-RAFT: 15].
+        flow_iters, corr_radius, corr_levels: E-RAFT-lite [12, 4, 4].
+        use_score: ScoreNet log-precision as the splatting metric; ``False`` = average splatting
+            (the "w/o ScoreNet" ablation, DFF-style feature warping).
+        splat_mode: ``"soft"`` (paper) or ``"avg"``/``"linear"``/``"sum"``.
+        propagate: ``"features"`` (paper), ``"image"`` (warp the RGB frame, then segment) or
+            ``"logits"`` (warp the frame's prediction) — the paper's Table-5 ablation.
+        splat_scales: which encoder scales are propagated (others are kept as at ``t``).
+        use_refine: RefineNet after splatting.
+        use_memory, memory_len, memory_level, memory_heads, age_embedding: temporal memory.
+    """
+
+    num_classes: int = 4
+    enc_dims: tuple[int, ...] = (16, 32, 64, 128)
+    num_bins: int = 5
+    flow_iters: int = 4
+    corr_radius: int = 3
+    corr_levels: int = 2
+    use_score: bool = True
+    splat_mode: Literal["soft", "avg", "linear", "sum"] = "soft"
+    propagate: Literal["features", "image", "logits"] = "features"
+    splat_scales: tuple[int, ...] = (0, 1, 2, 3)
+    use_refine: bool = True
+    use_memory: bool = True
+    memory_len: int = 4
+    memory_level: int = 3
+    memory_heads: int = 4
+    age_embedding: bool = False
+
+    def __post_init__(self) -> None:
+        if self.splat_mode not in ("soft", "avg", "linear", "sum"):
+            raise ValueError(
+                f"splat_mode must be soft, avg, linear or sum, got {self.splat_mode!r}"
+            )
+        if self.propagate not in ("features", "image", "logits"):
+            raise ValueError(f"propagate must be features, image or logits, got {self.propagate!r}")
+        if len(self.enc_dims) != 4:
+            raise ValueError(f"enc_dims needs 4 entries, got {self.enc_dims}")
+        if any(s not in range(4) for s in self.splat_scales):
+            raise ValueError(f"splat_scales must be in 0..3, got {self.splat_scales}")
+        if self.memory_level not in range(4):
+            raise ValueError(f"memory_level must be in 0..3, got {self.memory_level}")
+        if self.splat_mode in ("soft", "linear") and not self.use_score:
+            self.splat_mode = "avg"  # no metric without the ScoreNet
+        self.enc_dims = tuple(self.enc_dims)
+        self.splat_scales = tuple(self.splat_scales)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class LiFRSeg(nn.Module):
+    """The LiFR-Seg model (see the module docstring). ``segmenter`` may be a trained
+    :class:`~iclr26.lifrseg.models.Segmenter` to start from (the paper initialises from
+    SegFormer); it is used, not copied."""
+
+    def __init__(
+        self, config: LiFRSegConfig | None = None, segmenter: Segmenter | None = None
+    ) -> None:
+        super().__init__()
+        cfg = config or LiFRSegConfig()
+        if not isinstance(cfg, LiFRSegConfig):
+            raise TypeError(f"config must be a LiFRSegConfig, got {type(cfg).__name__}")
+        self.config = cfg
+        if segmenter is None:
+            segmenter = Segmenter(cfg.num_classes, cfg.enc_dims)
+        elif not isinstance(segmenter, Segmenter):
+            raise TypeError(f"segmenter must be a Segmenter, got {type(segmenter).__name__}")
+        self.segmenter = segmenter
+        self.flownet = ERaftLite(
+            cfg.num_bins,
+            iters=cfg.flow_iters,
+            corr_radius=cfg.corr_radius,
+            corr_levels=cfg.corr_levels,
+        )
+        feat_ch = self.flownet.feat_dim + self.flownet.hidden + 2
+        self.scorenet = ScoreNet(feat_ch) if cfg.use_score else None
+        self.refine = (
+            nn.ModuleList([RefineNet(d) for d in cfg.enc_dims]) if cfg.use_refine else None
+        )
+        deep = cfg.enc_dims[cfg.memory_level]
+        self.memory_attn = (
+            TemporalMemoryAttention(
+                deep, cfg.memory_heads, cfg.age_embedding, max(cfg.memory_len, 1)
+            )
+            if cfg.use_memory
+            else None
+        )
+
+    def _splat(
+        self, x: torch.Tensor, flow: torch.Tensor, score: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        size = x.shape[-2:]
+        fl = resize_flow(flow, size)
+        metric = None
+        if score is not None:
+            metric = (
+                F.interpolate(score, size=size, mode="area") if score.shape[-2:] != size else score
+            )
+        out, cover = _softmax_splat(x, fl, metric, self.config.splat_mode, coverage=True)
+        return out, (cover < 1e-3).to(x.dtype)
+
+    def forward(
+        self,
+        image: torch.Tensor,
+        ev_past: torch.Tensor,
+        ev_query: torch.Tensor,
+        memory: MemoryBank | None = None,
+        *,
+        flow: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """One anytime query.
+
+        Args:
+            image: ``I_t`` ``[N, 3, H, W]`` in [0, 1] (H, W multiples of 32).
+            ev_past: voxel grid of ``E_{t−Δt→t}`` ``[N, B, H, W]``.
+            ev_query: voxel grid of ``E_{t→t+δt}`` ``[N, B, H, W]``; a sample whose query grid is
+                all zero (δt = 0, or no events) is not propagated: its output is the segmenter's
+                on ``I_t`` (anytime identity).
+            memory: a :class:`MemoryBank` of earlier queries (``None`` or empty: no memory); this
+                call reads it and then writes the new deepest features into it.
+            flow: replaces the estimated motion field ``[N, 2, H, W]`` (e.g. ground-truth flow, to
+                separate flow quality from propagation); the ScoreNet still sees the event features.
+
+        Returns:
+            ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
+            [I, N, 2, H, W]), ``score`` [N, 1, H, W] (zeros without ScoreNet).
+        """
+        cfg = self.config
+        if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[1] != 3:
+            raise ValueError(
+                f"image must be [N, 3, H, W], got {getattr(image, 'shape', type(image))}"
+            )
+        n, _, h, w = image.shape
+        for name, ev in (("ev_past", ev_past), ("ev_query", ev_query)):
+            if not isinstance(ev, torch.Tensor) or tuple(ev.shape) != (n, cfg.num_bins, h, w):
+                raise ValueError(
+                    f"{name} must be [N, B, H, W] = {[n, cfg.num_bins, h, w]}, got {list(getattr(ev, 'shape', []))}"
+                )
+        if h % 32 or w % 32:
+            raise ValueError(f"image height and width must be multiples of 32, got {h}x{w}")
+        if memory is not None and not isinstance(memory, MemoryBank):
+            raise TypeError(f"memory must be a MemoryBank or None, got {type(memory).__name__}")
+        moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
+        fl_out = self.flownet(ev_past, ev_query)
+        if flow is not None:
+            if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
+                raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")
+            fl_out = {**fl_out, "flow": flow.to(image.dtype)}
+        flow = torch.where(moving, fl_out["flow"], torch.zeros_like(fl_out["flow"]))
+        score = (
+            self.scorenet(fl_out["features"], (h, w))
+            if self.scorenet is not None
+            else torch.zeros(n, 1, h, w, dtype=image.dtype, device=image.device)
+        )
+        metric = score if self.scorenet is not None else None
+        seg = self.segmenter
+        if cfg.propagate == "image":
+            warped, holes = self._splat(image, flow, metric)
+            feats = seg.features(torch.where(moving, warped, image))
+        else:
+            feats = seg.features(image)
+        if cfg.propagate == "features":
+            new = []
+            for i, f in enumerate(feats):
+                if i in cfg.splat_scales:
+                    g, holes = self._splat(f, flow, metric)
+                    if self.refine is not None:
+                        g = self.refine[i](g, holes)
+                    f = torch.where(moving, g, f)
+                new.append(f)
+            feats = new
+        if self.memory_attn is not None and memory is not None:
+            lvl = cfg.memory_level
+            feats[lvl] = self.memory_attn(feats[lvl], memory.items())
+        if memory is not None:
+            memory.write(feats[cfg.memory_level])
+        logits = seg.decode(feats, (h, w))
+        if cfg.propagate == "logits":
+            warped, _ = self._splat(torch.softmax(logits, 1), flow, metric)
+            logits = torch.where(moving, torch.log(warped.clamp_min(1e-6)), logits)
+        return {
+            "logits": logits,
+            "flow": flow,
+            "flows": torch.stack(fl_out["flows"]),
+            "score": score,
+        }
+
+    @torch.no_grad()
+    def predict_anytime(
+        self,
+        image: torch.Tensor,
+        events: EventStream,
+        t_frame: float,
+        query_times: Sequence[float],
+        *,
+        past_window_s: float = 0.05,
+        use_memory: bool | None = None,
+    ) -> list[torch.Tensor]:
+        """Causal anytime inference: logits ``[K, H, W]`` at each query time, in order, from the
+        frame ``image`` ``[3, H, W]`` at ``t_frame`` and only the events before each query time
+        (``E_{t−Δt→t}`` and ``E_{t→t_q}``, half-open). Query times must be ``>= t_frame`` and
+        non-decreasing; the memory (if any) is written after every query."""
+        if not isinstance(events, EventStream):
+            raise TypeError(f"events must be an EventStream, got {type(events).__name__}")
+        if not isinstance(image, torch.Tensor) or image.ndim != 3 or image.shape[0] != 3:
+            raise ValueError(f"image must be [3, H, W], got {getattr(image, 'shape', type(image))}")
+        if not np.isfinite(t_frame) or t_frame < 0:
+            raise ValueError(f"t_frame must be a non-negative time, got {t_frame}")
+        qs = [float(q) for q in query_times]
+        if not qs:
+            raise ValueError("query_times must not be empty")
+        if any(not np.isfinite(q) for q in qs):
+            raise ValueError("query_times must be finite")
+        if min(qs) < t_frame:
+            raise ValueError(
+                f"query time {min(qs)} is before the RGB frame at {t_frame} (causal anytime: δt >= 0)"
+            )
+        if any(b < a for a, b in itertools.pairwise(qs)):
+            raise ValueError("query_times must be non-decreasing")
+        if not np.isfinite(past_window_s) or past_window_s <= 0:
+            raise ValueError(f"past_window_s must be positive, got {past_window_s}")
+        _, h, w = image.shape
+        dev = next(self.parameters()).device
+        memory = (
+            MemoryBank(self.config.memory_len)
+            if (self.config.use_memory if use_memory is None else use_memory)
+            else None
+        )
+        t0 = max(t_frame - past_window_s, 0.0)
+        past = voxel_grid(
+            events.slice(t0, t_frame), self.config.num_bins, h, w, t_start=t0, t_end=t_frame
+        )
+        past = past.unsqueeze(0).to(dev)
+        img = image.unsqueeze(0).to(dev, torch.float32)
+        outs = []
+        for q in qs:
+            query = voxel_grid(
+                events.slice(t_frame, q), self.config.num_bins, h, w, t_start=t_frame, t_end=q
+            )
+            outs.append(self(img, past, query.unsqueeze(0).to(dev), memory)["logits"][0])
+        return outs
+
+    def variant(self, *, segmenter: Segmenter | None = None, **changes: object) -> LiFRSeg:
+        """A model with a changed config that shares this model's modules (weights), e.g.
+        ``variant(propagate="image")`` or ``variant(use_score=False)`` for the ablations;
+        ``segmenter`` swaps in another segmenter (e.g. the frame segmenter for image warping)."""
+        cfg = LiFRSegConfig(**{**self.config.to_dict(), **changes})
+        out = LiFRSeg.__new__(LiFRSeg)
+        nn.Module.__init__(out)
+        out.config = cfg
+        if segmenter is not None and not isinstance(segmenter, Segmenter):
+            raise TypeError(f"segmenter must be a Segmenter, got {type(segmenter).__name__}")
+        out.segmenter, out.flownet = segmenter or self.segmenter, self.flownet
+        out.scorenet = self.scorenet if cfg.use_score else None
+        out.refine = self.refine if cfg.use_refine else None
+        out.memory_attn = self.memory_attn if cfg.use_memory else None
+        if cfg.use_score and self.scorenet is None:
+            raise ValueError("this model has no ScoreNet; use_score=True is not available")
+        if cfg.use_refine and self.refine is None:
+            raise ValueError("this model has no RefineNet; use_refine=True is not available")
+        if cfg.use_memory and self.memory_attn is None:
+            raise ValueError("this model has no memory attention; use_memory=True is not available")
+        if cfg.enc_dims != self.config.enc_dims or cfg.num_bins != self.config.num_bins:
+            raise ValueError("enc_dims and num_bins cannot change in a variant")
+        return out

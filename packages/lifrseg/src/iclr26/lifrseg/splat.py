@@ -1,0 +1,183 @@
+"""Forward warping by softmax splatting (Niklaus & Liu, CVPR 2020) in pure PyTorch, and backward
+warping with ``grid_sample``.
+
+LiFR-Seg's uncertainty-guided propagation is ``F_{t+δt} = Σ→(exp(S) ⊙ F_t, M) / Σ→(exp(S), M)``
+where the summation splat is ``Σ→(X, M)(q) = Σ_p b(q − (p + M(p))) X(p)`` with the bilinear
+kernel ``b(u) = max(0, 1 − |u_x|) max(0, 1 − |u_y|)``. Flow channel 0 is horizontal (x), as in
+the reference ``softsplat``; the metric is a log-weight: higher wins at collisions.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["backward_warp", "resize_flow", "softmax_splat", "splat_sum"]
+
+MODES = ("sum", "avg", "linear", "soft")
+
+
+def _check_pair(x: torch.Tensor, flow: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not isinstance(flow, torch.Tensor):
+        raise TypeError(f"flow must be a torch.Tensor, got {type(flow).__name__}")
+    if x.ndim != 4:
+        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating tensor, got {x.dtype}")
+    n, _, h, w = x.shape
+    if tuple(flow.shape) != (n, 2, h, w):
+        raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}, got {list(flow.shape)}")
+    if not flow.is_floating_point():
+        raise TypeError(f"flow must be a floating tensor, got {flow.dtype}")
+    if not torch.isfinite(flow).all():
+        raise ValueError("flow must be finite (no NaN or inf)")
+
+
+def splat_sum(x: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
+    """The summation splat ``Σ→(x, flow)``: each source pixel ``p`` adds ``x(p)`` to the four
+    pixels around ``p + flow(p)`` with bilinear weights; targets outside the image are dropped.
+    Differentiable in ``x`` and ``flow`` (except where a target coordinate is an integer)."""
+    _check_pair(x, flow)
+    n, c, h, w = x.shape
+    ys, xs = torch.meshgrid(
+        torch.arange(h, device=x.device, dtype=flow.dtype),
+        torch.arange(w, device=x.device, dtype=flow.dtype),
+        indexing="ij",
+    )
+    tx = xs + flow[:, 0]  # [N, H, W]
+    ty = ys + flow[:, 1]
+    x0, y0 = torch.floor(tx), torch.floor(ty)
+    fx, fy = tx - x0, ty - y0
+    cx = torch.stack([x0, x0 + 1, x0, x0 + 1])  # the four target corners, [4, N, H, W]
+    cy = torch.stack([y0, y0, y0 + 1, y0 + 1])
+    weight = torch.stack([(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy])
+    valid = (cx >= 0) & (cx <= w - 1) & (cy >= 0) & (cy <= h - 1)
+    weight = torch.where(valid, weight, torch.zeros((), dtype=weight.dtype, device=weight.device))
+    base = (torch.arange(n, device=x.device) * (h * w)).view(1, n, 1, 1)
+    index = base + cy.clamp(0, h - 1).long() * w + cx.clamp(0, w - 1).long()
+    src = x.permute(0, 2, 3, 1).reshape(1, n * h * w, c)
+    contrib = (src * weight.reshape(4, n * h * w, 1).to(x.dtype)).reshape(4 * n * h * w, c)
+    out = torch.zeros(n * h * w, c, dtype=x.dtype, device=x.device)
+    out.index_add_(0, index.reshape(-1), contrib)
+    return out.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+def softmax_splat(
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    metric: torch.Tensor | None = None,
+    mode: Literal["sum", "avg", "linear", "soft"] = "soft",
+    *,
+    eps: float = 1e-7,
+    clamp: float | None = 20.0,
+) -> torch.Tensor:
+    """Forward-warp ``x`` ``[N, C, H, W]`` along ``flow`` ``[N, 2, H, W]`` (x first, pixels).
+
+    Modes (as the reference ``softsplat``): ``"sum"`` ``Σ→(x)``; ``"avg"``
+    ``Σ→(x) / (Σ→(1) + eps)``; ``"linear"`` ``Σ→(m x) / (Σ→(m) + eps)``; ``"soft"``
+    ``Σ→(exp(m) x) / (Σ→(exp(m)) + eps)`` — LiFR-Seg's Eq. with ``m = S`` the log-precision.
+    For ``"soft"`` the metric is clamped to ``[-clamp, clamp]`` (softsplat README) and then its
+    per-image maximum is subtracted before ``exp`` (numerical stability; the output is invariant
+    to adding a constant to the metric up to the ``eps`` term). Holes (nothing lands) are 0.
+
+    Args:
+        x: features or images.
+        flow: forward flow from the source frame.
+        metric: ``[N, 1, H, W]``, required by ``"linear"`` and ``"soft"``.
+        mode: one of ``sum, avg, linear, soft``.
+        eps: added to the normaliser (reference: 1e-7).
+        clamp: clamp of the soft metric (``None``: no clamp).
+    """
+    return _softmax_splat(x, flow, metric, mode, eps=eps, clamp=clamp)[0]
+
+
+def _softmax_splat(
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    metric: torch.Tensor | None,
+    mode: str,
+    *,
+    eps: float = 1e-7,
+    clamp: float | None = 20.0,
+    coverage: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`softmax_splat`, optionally also returning ``Σ→(1)`` (how much landed on each target
+    pixel; ``< 1e-3`` marks a hole) from the same scatter."""
+    _check_pair(x, flow)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    n, _, h, w = x.shape
+    ones = torch.ones(n, 1, h, w, dtype=x.dtype, device=x.device)
+    if mode == "sum":
+        out = splat_sum(torch.cat([x, ones], 1) if coverage else x, flow)
+        return (out[:, :-1], out[:, -1:]) if coverage else (out, None)
+    if mode in ("linear", "soft"):
+        if metric is None:
+            raise ValueError(f"metric is required for mode {mode!r}")
+        if not isinstance(metric, torch.Tensor):
+            raise TypeError(f"metric must be a torch.Tensor, got {type(metric).__name__}")
+        if tuple(metric.shape) != (n, 1, h, w):
+            raise ValueError(
+                f"metric must be [N, 1, H, W] = {[n, 1, h, w]}, got {list(metric.shape)}"
+            )
+        if not torch.isfinite(metric).all():
+            raise ValueError("metric must be finite (no NaN or inf)")
+        m = metric.to(x.dtype)
+        if mode == "soft":
+            if clamp is not None:
+                m = m.clamp(-clamp, clamp)
+            m = torch.exp(m - m.amax(dim=(1, 2, 3), keepdim=True))
+    else:
+        m = ones
+    parts = [x * m, m, ones] if (coverage and mode != "avg") else [x * m, m]
+    out = splat_sum(torch.cat(parts, dim=1), flow)
+    c = x.shape[1]
+    result = out[:, :c] / (out[:, c : c + 1] + eps)
+    if not coverage:
+        return result, None
+    return result, out[:, -1:]
+
+
+def backward_warp(
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    padding_mode: Literal["zeros", "border", "reflection"] = "zeros",
+) -> torch.Tensor:
+    """Backward warping ``out(p) = x(p + flow(p))`` with bilinear ``grid_sample``
+    (``align_corners=True``: pixel centres at integer coordinates, as :func:`softmax_splat`)."""
+    _check_pair(x, flow)
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"padding_mode must be zeros, border or reflection, got {padding_mode!r}")
+    _n, _, h, w = x.shape
+    ys, xs = torch.meshgrid(
+        torch.arange(h, device=x.device, dtype=flow.dtype),
+        torch.arange(w, device=x.device, dtype=flow.dtype),
+        indexing="ij",
+    )
+    gx = 2 * (xs + flow[:, 0]) / max(w - 1, 1) - 1
+    gy = 2 * (ys + flow[:, 1]) / max(h - 1, 1) - 1
+    grid = torch.stack([gx, gy], dim=-1).to(x.dtype)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode=padding_mode, align_corners=True)
+
+
+def resize_flow(flow: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Resize a flow field ``[N, 2, H, W]`` to ``size = (h, w)`` and rescale its vectors (x by
+    ``w/W``, y by ``h/H``), e.g. to splat features of stride ``s`` with the full-resolution flow."""
+    if not isinstance(flow, torch.Tensor) or flow.ndim != 4 or flow.shape[1] != 2:
+        raise ValueError(f"flow must be a [N, 2, H, W] tensor, got {getattr(flow, 'shape', flow)}")
+    h, w = int(size[0]), int(size[1])
+    if h < 1 or w < 1:
+        raise ValueError(f"size must be positive, got {size}")
+    H, W = flow.shape[-2:]
+    if (h, w) == (H, W):
+        return flow
+    mode = "area" if h < H and w < W else "bilinear"
+    out = F.interpolate(
+        flow, size=(h, w), mode=mode, **({} if mode == "area" else {"align_corners": False})
+    )
+    scale = torch.tensor([w / W, h / H], dtype=flow.dtype, device=flow.device).view(1, 2, 1, 1)
+    return out * scale
