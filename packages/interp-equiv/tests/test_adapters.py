@@ -45,7 +45,9 @@ def test_cache_equals_transformer_lens(ht, toks):
     assert set(cache) == set(ref.cache_dict)
     for name in ref.cache_dict:
         assert torch.equal(cache[name], ref[name]), name
-    assert torch.equal(cache[Site("blocks.1.attn.hook_z", pos=3, head=2)], ref["blocks.1.attn.hook_z"][:, 3, 2])
+    assert torch.equal(
+        cache[Site("blocks.1.attn.hook_z", pos=3, head=2)], ref["blocks.1.attn.hook_z"][:, 3, 2]
+    )
 
 
 def test_representations_equal_accumulated_resid(ht, toks):
