@@ -138,3 +138,41 @@ def test_adapter_bad_tokens(ht, tokens, exc):
         ad(tokens)
     with pytest.raises(ValueError, match="valid sites"):
         ad.run_with_cache(torch.zeros(2, 8, dtype=torch.long), sites=["blocks.0.nope"])
+
+
+@pytest.mark.slow
+def test_interchange_equals_pyvene(toks):
+    """A pyvene IntervenableModel interchange intervention (VanillaIntervention at one position of
+    a hook point) gives exactly the output of ``patched`` with the source run's activation."""
+    pv = pytest.importorskip("pyvene")
+    cfg = tl.HookedTransformerConfig(
+        n_layers=2, d_model=32, n_ctx=8, d_head=8, n_heads=4, d_mlp=64, d_vocab=13,
+        act_fn="gelu", normalization_type="LN", seed=1,
+    )  # fmt: skip
+    ht = tl.HookedTransformer(cfg).eval()
+    base, source = toks
+    ad = HookedTransformerAdapter(ht, output="all")
+    with torch.no_grad():
+        _, cache = ad.run_with_cache(source, sites=["blocks.0.hook_resid_post"])
+        site = Site("blocks.0.hook_resid_post", pos=2)
+        with ad.patched({site: cache[site]}):
+            ours = ad(base)
+    ad.remove()
+    # pyvene reads model.config / model.device, which HookedTransformer does not define
+    ht.config = type("Config", (), {})()
+    ht.device = torch.device("cpu")
+    pvm = pv.IntervenableModel(
+        {
+            "component": "blocks[0].hook_resid_post.output",
+            "intervention": pv.VanillaIntervention(embed_dim=32),
+        },
+        model=ht,
+    )
+    n = base.shape[0]
+    _, theirs = pvm(
+        base={"input": base},
+        sources=[{"input": source}],
+        unit_locations={"sources->base": ([[[2]] * n], [[[2]] * n])},
+    )
+    assert torch.equal(ours, theirs)
+    assert not torch.equal(ours, ht(base))
