@@ -10,6 +10,7 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from iclr26.interp_equiv.adapters import HookedTransformerAdapter
     from iclr26.interp_equiv.estimator import (
         MEASURES,
         EquivalenceResult,
@@ -58,6 +59,7 @@ _EXPORTS = {
     "Implementation": "iit",
     "MEASURES": "estimator",
     "ModSum": "tasks",
+    "HookedTransformerAdapter": "adapters",
     "ModuleHooks": "models",
     "PermutationDetection": "tasks",
     "PermutationResult": "estimator",
@@ -114,6 +116,7 @@ __all__ = [
     "Algorithm",
     "Cache",
     "EquivalenceResult",
+    "HookedTransformerAdapter",
     "Implementation",
     "ModSum",
     "ModuleHooks",
