@@ -26,7 +26,9 @@ __all__ = [
     "fingerprint_tensors",
     "latest_session",
     "load_session",
+    "load_state",
     "save_session",
+    "save_state",
 ]
 
 FORMAT = "iclr26-safa-snn/fscil-checkpoint/1"
@@ -73,27 +75,47 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def save_session(
-    folder: str | os.PathLike[str], session: int, tensors: dict[str, Tensor], meta: dict
+def save_state(
+    folder: str | os.PathLike[str], stem: str, tensors: dict[str, Tensor], meta: dict
 ) -> Path:
-    """Write the checkpoint of finished ``session``; returns the JSON path."""
+    """Write ``stem.safetensors`` then ``stem.json`` (metadata + the tensors' SHA-256)."""
     from safetensors.torch import save
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    st = folder / f"session_{session:02d}.safetensors"
+    st = folder / f"{stem}.safetensors"
     blob = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()})
     _atomic_write(st, blob)
-    payload = {
-        "format": FORMAT,
-        "session": session,
-        "tensors": st.name,
-        "sha256": hashlib.sha256(blob).hexdigest(),
-        **meta,
-    }
-    js = folder / f"session_{session:02d}.json"
-    _atomic_write(js, (json.dumps(_clean(payload), indent=2, allow_nan=False) + "\n").encode())
+    payload = {"format": FORMAT, "tensors": st.name, "sha256": hashlib.sha256(blob).hexdigest()}
+    js = folder / f"{stem}.json"
+    text = json.dumps(_clean({**payload, **meta}), indent=2, allow_nan=False) + "\n"
+    _atomic_write(js, text.encode())
     return js
+
+
+def load_state(folder: str | os.PathLike[str], stem: str) -> tuple[dict[str, Tensor], dict]:
+    """Read ``stem.json`` and its tensors; raises ValueError when either is corrupt."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    js = folder / f"{stem}.json"
+    try:
+        meta = json.loads(js.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"checkpoint {js} is unreadable ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"checkpoint {js} is not an {FORMAT} file")
+    st = folder / str(meta.get("tensors"))
+    if not st.is_file() or _file_sha(st) != meta.get("sha256"):
+        raise ValueError(f"checkpoint tensors {st} are missing or do not match their SHA-256")
+    return load_file(st), meta
+
+
+def save_session(
+    folder: str | os.PathLike[str], session: int, tensors: dict[str, Tensor], meta: dict
+) -> Path:
+    """Write the checkpoint of finished ``session``; returns the JSON path."""
+    return save_state(folder, f"session_{session:02d}", tensors, {"session": session, **meta})
 
 
 def latest_session(folder: str | os.PathLike[str]) -> int | None:
@@ -107,20 +129,7 @@ def latest_session(folder: str | os.PathLike[str]) -> int | None:
 
 def load_session(folder: str | os.PathLike[str], session: int) -> tuple[dict[str, Tensor], dict]:
     """Read the checkpoint of ``session``; raises ValueError when it is corrupt."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    js = folder / f"session_{session:02d}.json"
-    try:
-        meta = json.loads(js.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"checkpoint {js} is unreadable ({err})") from None
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {js} is not an {FORMAT} file")
-    st = folder / meta["tensors"]
-    if not st.is_file() or _file_sha(st) != meta["sha256"]:
-        raise ValueError(f"checkpoint tensors {st} are missing or do not match their SHA-256")
-    return load_file(st), meta
+    return load_state(folder, f"session_{session:02d}")
 
 
 def config_mismatch(saved: dict, current: dict) -> list[str]:
