@@ -72,3 +72,14 @@ def test_fscil_checkpoint_and_resume(tmp_path, capsys):
     assert "differs in: T" in capsys.readouterr().err
     assert main([*base, "--resume"]) == 2
     assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_fscil_command_on_glyphs(tmp_path):
+    out = tmp_path / "g.json"
+    args = ["fscil", "--task", "glyphs", "--base-classes", "10", "--way", "5", "--shot", "5",
+            "--sessions", "2", "--epochs", "3", "--T", "2", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    res = json.loads(out.read_text())
+    assert len(res["acc"]) == 3
+    assert res["acc"][0] > 0.3  # 10 classes on unseen fonts, well above chance (0.1)

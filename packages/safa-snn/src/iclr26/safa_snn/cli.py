@@ -20,6 +20,11 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         help=".npz with x_train, y_train, x_test, y_test (flat feature vectors); default: "
         "scikit-learn digits",
     )  # fmt: skip
+    parser.add_argument(
+        "--task", choices=("digits", "glyphs"), default="digits",
+        help="bundled data when --data is not given: scikit-learn digits, or 60 characters "
+        "rendered with matplotlib's fonts (28x28, test fonts unseen in training)",
+    )  # fmt: skip
     parser.add_argument("--method", choices=METHODS, default="safa", help="FSCIL method")
     parser.add_argument("--base-classes", type=int_arg(1), default=5, help="classes in session 0")
     parser.add_argument("--way", type=int_arg(1), default=1, help="new classes per session")
@@ -51,7 +56,7 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             load_state,
             save_state,
         )
-        from iclr26.safa_snn.data import load_digits_fscil
+        from iclr26.safa_snn.data import load_digits_fscil, load_glyphs_fscil
         from iclr26.safa_snn.fscil import FSCILData, FSCILProtocol, make_sessions, run_fscil
         from iclr26.safa_snn.methods import SAFA, TEENSNN, FineTuneSNN, PrototypeSNN, train_base
         from iclr26.safa_snn.models import SpikingMLP
@@ -59,7 +64,9 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         from iclr26.shared import write_json
 
         torch.set_num_threads(1)
-        if args.data is None:
+        if args.data is None and args.task == "glyphs":
+            data = load_glyphs_fscil(flatten=True, seed=args.seed)
+        elif args.data is None:
             data = load_digits_fscil(seed=args.seed)
         else:
             try:
@@ -114,7 +121,7 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             "data": fingerprint_tensors([data.x_train, data.y_train, data.x_test, data.y_test]),
             "protocol": [args.base_classes, args.way, args.shot, args.sessions],
             "T": args.T, "epochs": args.epochs, "seed": args.seed,
-            "arch": "SpikingMLP(hidden=(128,), feat_dim=64)",
+            "arch": "SpikingMLP(hidden=(128,), feat_dim=64)", "task": args.task,
         }  # fmt: skip
         if ckpt is not None and args.resume and os.path.exists(os.path.join(ckpt, _BASE)):
             tensors, meta = load_state(ckpt, "base_model")
