@@ -68,6 +68,15 @@ CASES = {
         "backward_factor",
     ),
     "ann_twin_energy report": (lambda: s.ann_twin_energy(None), TypeError, "report"),
+    "load_glyphs_fscil classes": (lambda: s.load_glyphs_fscil(0), ValueError, "classes"),
+    "glyph_fonts chars": (lambda: s.glyph_fonts("AB"), TypeError, "chars"),
+    "run_fscil resume": (
+        lambda: s.run_fscil(
+            s.SAFA(), None, s.FSCILProtocol(1, 1, 1, 1), s.SpikingMLP(4), resume=True
+        ),
+        ValueError,
+        "needs a checkpoint_dir",
+    ),
     "load_digits_fscil test_fraction": (
         lambda: s.load_digits_fscil(1.0),
         ValueError,

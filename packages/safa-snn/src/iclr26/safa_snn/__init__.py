@@ -31,7 +31,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "energy": [
             "EnergyReport", "ann_twin_energy", "count_sops", "energy_joules", "training_energy",
         ],
-        "data": ["load_digits_fscil"],
+        "data": ["GLYPHS", "glyph_fonts", "load_digits_fscil", "load_glyphs_fscil"],
     },
 )  # fmt: skip
 __all__ += ["__version__"]

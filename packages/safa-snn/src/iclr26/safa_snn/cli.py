@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 from iclr26.shared import existing_file, int_arg, make_cli, prepare_output_file
 
 __all__ = ["main"]
 
+_BASE = "base_model.json"
 METHODS = ("safa", "safa-released", "prototype", "teen", "fine-tune")
 
 
@@ -17,6 +19,11 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         "--data", type=existing_file,
         help=".npz with x_train, y_train, x_test, y_test (flat feature vectors); default: "
         "scikit-learn digits",
+    )  # fmt: skip
+    parser.add_argument(
+        "--task", choices=("digits", "glyphs"), default="digits",
+        help="bundled data when --data is not given: scikit-learn digits, or 60 characters "
+        "rendered with matplotlib's fonts (28x28, test fonts unseen in training)",
     )  # fmt: skip
     parser.add_argument("--method", choices=METHODS, default="safa", help="FSCIL method")
     parser.add_argument("--base-classes", type=int_arg(1), default=5, help="classes in session 0")
@@ -27,20 +34,39 @@ def _fscil_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--epochs", type=int_arg(1), default=40, help="base-session epochs")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--out", help="write the per-session metrics as JSON here")
+    parser.add_argument(
+        "--checkpoint-dir",
+        help="save the base model and the state after every session here (safetensors + JSON)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in --checkpoint-dir after its last finished session",
+    )  # fmt: skip
 
     def run(args: argparse.Namespace) -> int:
+        if args.resume and not args.checkpoint_dir:
+            raise ValueError("--resume needs --checkpoint-dir")
         out = prepare_output_file(args.out, "--out") if args.out else None
         import numpy as np
         import torch
 
-        from iclr26.safa_snn.data import load_digits_fscil
+        from iclr26.safa_snn.checkpoint import (
+            config_mismatch,
+            fingerprint_tensors,
+            load_state,
+            save_state,
+        )
+        from iclr26.safa_snn.data import load_digits_fscil, load_glyphs_fscil
         from iclr26.safa_snn.fscil import FSCILData, FSCILProtocol, make_sessions, run_fscil
         from iclr26.safa_snn.methods import SAFA, TEENSNN, FineTuneSNN, PrototypeSNN, train_base
         from iclr26.safa_snn.models import SpikingMLP
+        from iclr26.safa_snn.neurons import set_phase
         from iclr26.shared import write_json
 
         torch.set_num_threads(1)
-        if args.data is None:
+        if args.data is None and args.task == "glyphs":
+            data = load_glyphs_fscil(flatten=True, seed=args.seed)
+        elif args.data is None:
             data = load_digits_fscil(seed=args.seed)
         else:
             try:
@@ -78,10 +104,44 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             data.x_train.shape[1], hidden=(128,), feat_dim=64, T=args.T,
             num_classes=args.base_classes, mask_seed=args.seed,
         )  # fmt: skip
-        train_base(
-            model, data.x_train[s0.train_idx], data.y_train[s0.train_idx], s0.new_classes,
-            epochs=args.epochs, seed=args.seed, progress=True,
-        )  # fmt: skip
+        ckpt = args.checkpoint_dir
+        if ckpt is not None:
+            from iclr26.safa_snn.checkpoint import latest_session
+
+            if os.path.exists(ckpt) and not os.path.isdir(ckpt):
+                raise ValueError(f"--checkpoint-dir {ckpt} exists and is not a folder")
+            if not args.resume and (
+                latest_session(ckpt) is not None or os.path.exists(os.path.join(ckpt, _BASE))
+            ):
+                raise ValueError(
+                    f"--checkpoint-dir {ckpt} already holds a run: pass --resume or use an "
+                    "empty folder"
+                )
+        base_cfg = {
+            "data": fingerprint_tensors([data.x_train, data.y_train, data.x_test, data.y_test]),
+            "protocol": [args.base_classes, args.way, args.shot, args.sessions],
+            "T": args.T, "epochs": args.epochs, "seed": args.seed,
+            "arch": "SpikingMLP(hidden=(128,), feat_dim=64)", "task": args.task,
+        }  # fmt: skip
+        if ckpt is not None and args.resume and os.path.exists(os.path.join(ckpt, _BASE)):
+            tensors, meta = load_state(ckpt, "base_model")
+            diff = config_mismatch(meta.get("config", {}), base_cfg)
+            if diff:
+                raise ValueError(
+                    f"--checkpoint-dir {ckpt} holds a run of another configuration (differs "
+                    f"in: {', '.join(diff)})"
+                )
+            model.load_state_dict(tensors)
+            model.eval()
+            set_phase(model, "frozen")
+            logging.getLogger(__name__).info("loaded the base model from %s", ckpt)
+        else:
+            train_base(
+                model, data.x_train[s0.train_idx], data.y_train[s0.train_idx], s0.new_classes,
+                epochs=args.epochs, seed=args.seed, progress=True,
+            )  # fmt: skip
+            if ckpt is not None:
+                save_state(ckpt, "base_model", model.state_dict(), {"config": base_cfg})
         method = {
             "safa": lambda: SAFA(),
             "safa-released": lambda: SAFA(regulate=False, name="SAFA (released code)"),
@@ -89,7 +149,10 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             "teen": TEENSNN,
             "fine-tune": lambda: FineTuneSNN(seed=args.seed),
         }[args.method]()
-        res = run_fscil(method, data, protocol, model, seed=args.seed)
+        res = run_fscil(
+            method, data, protocol, model, seed=args.seed, checkpoint_dir=ckpt,
+            resume=args.resume,
+        )  # fmt: skip
         payload = {
             "method": res.method, "acc": res.acc, "base_acc": res.base_acc,
             "novel_acc": res.novel_acc, "hmean": res.hmean, "pd": res.pd,

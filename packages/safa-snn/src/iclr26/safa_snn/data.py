@@ -1,13 +1,16 @@
-"""Bundled data for the FSCIL experiments (no downloads): scikit-learn's digits."""
+"""Bundled data for the FSCIL experiments (no downloads): scikit-learn's digits and glyphs
+rendered with the fonts that ship inside matplotlib."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
 
 from iclr26.safa_snn.fscil import FSCILData
 
-__all__ = ["load_digits_fscil"]
+__all__ = ["GLYPHS", "glyph_fonts", "load_digits_fscil", "load_glyphs_fscil"]
 
 
 def load_digits_fscil(test_fraction: float = 0.5, seed: int = 0) -> FSCILData:
@@ -32,3 +35,129 @@ def load_digits_fscil(test_fraction: float = 0.5, seed: int = 0) -> FSCILData:
         torch.from_numpy(X[te]), torch.from_numpy(y[te]).long(),
         classes=tuple(range(10)),
     )  # fmt: skip
+
+
+# 0-9, A-Z, a-z without the look-alikes "O" (of 0) and "l" (of I and 1): 60 characters
+GLYPHS = tuple(
+    c for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in "Ol"
+)
+
+
+def _render(font, ch: str, size: int, rng: np.random.Generator | None) -> np.ndarray:
+    from PIL import Image, ImageDraw
+
+    canvas = Image.new("L", (4 * size, 4 * size), 0)
+    ImageDraw.Draw(canvas).text((size, size), ch, fill=255, font=font)
+    box = canvas.getbbox()
+    if box is None:
+        return np.zeros((size, size), dtype=np.float32)
+    glyph = canvas.crop(box)
+    fit = 0.8 if rng is None else float(rng.uniform(0.65, 0.9))
+    scale = fit * size / max(glyph.size)
+    w, h = max(1, round(glyph.size[0] * scale)), max(1, round(glyph.size[1] * scale))
+    glyph = glyph.resize((w, h), Image.Resampling.BILINEAR)
+    out = Image.new("L", (size, size), 0)
+    out.paste(glyph, ((size - w) // 2, (size - h) // 2))
+    if rng is not None:  # random affine: rotation ±10°, shift ±size/14
+        shift = size / 14
+        out = out.rotate(
+            float(rng.uniform(-10, 10)),
+            resample=Image.Resampling.BILINEAR,
+            translate=(float(rng.uniform(-shift, shift)), float(rng.uniform(-shift, shift))),
+        )
+    return np.asarray(out, dtype=np.float32) / 255.0
+
+
+# TeX's symbol and math-extension fonts map ASCII code points to symbols, not characters
+_SYMBOL_FONTS = {"cmex10", "cmsy10"}
+
+
+def glyph_fonts(chars: tuple[str, ...] = GLYPHS) -> list[str]:
+    """The TrueType fonts shipped with matplotlib that draw every character of ``chars`` as a
+    distinct, non-empty glyph; symbol fonts and fonts that fall back to a placeholder box are
+    left out (22 of matplotlib 3.x's 40 fonts remain)."""
+    if not isinstance(chars, tuple) or not all(isinstance(c, str) and len(c) == 1 for c in chars):
+        raise TypeError("chars must be a tuple of single characters")
+    return list(_glyph_fonts(chars))
+
+
+@functools.lru_cache(maxsize=4)
+def _glyph_fonts(chars: tuple[str, ...]) -> tuple[str, ...]:
+    from pathlib import Path
+
+    import matplotlib
+    from PIL import ImageFont
+
+    folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    usable = []
+    for path in sorted(folder.glob("*.ttf")):
+        if path.stem in _SYMBOL_FONTS:
+            continue
+        font = ImageFont.truetype(str(path), 32)
+        imgs = [_render(font, c, 16, None) for c in chars]
+        if any(float(im.sum()) == 0.0 for im in imgs):
+            continue
+        distinct = {np.round(im, 2).tobytes() for im in imgs}
+        if len(distinct) >= 0.95 * len(chars):
+            usable.append(str(path))
+    return tuple(usable)
+
+
+def load_glyphs_fscil(
+    classes: int = 60,
+    *,
+    size: int = 28,
+    test_fonts: float = 0.3,
+    copies: int = 2,
+    augment: bool = True,
+    noise: float = 0.05,
+    flatten: bool = False,
+    seed: int = 0,
+) -> FSCILData:
+    """Characters rendered with the fonts that ship inside matplotlib (no download).
+
+    ``classes`` of the 60 characters in :data:`GLYPHS` (0-9, A-Z, a-z without O and l); the
+    usable fonts (:func:`glyph_fonts`) are split into train and test fonts (``test_fonts`` of
+    them, seeded), so the test measures generalisation to unseen fonts. Every (font, character)
+    gives ``copies`` images of ``size`` × ``size`` in [0, 1] with a random affine (if
+    ``augment``) and Gaussian pixel noise of sd ``noise``. ``x`` is ``[n, 1, size, size]``
+    (``[n, size²]`` with ``flatten``); labels are 0 .. classes − 1 in :data:`GLYPHS` order.
+    """
+    from PIL import ImageFont
+
+    if isinstance(classes, bool) or not isinstance(classes, int) or not 2 <= classes <= 60:
+        raise ValueError(f"classes must be an int in [2, 60], got {classes!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 8:
+        raise ValueError(f"size must be an int >= 8, got {size!r}")
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"copies must be an int >= 1, got {copies!r}")
+    if not 0.0 < test_fonts < 1.0:
+        raise ValueError(f"test_fonts must be in (0, 1), got {test_fonts}")
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite float >= 0, got {noise}")
+    chars = GLYPHS[:classes]
+    fonts = glyph_fonts(GLYPHS)
+    if len(fonts) < 2:
+        raise ValueError("fewer than two usable fonts ship with this matplotlib")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(fonts))
+    n_test = min(len(fonts) - 1, max(1, round(len(fonts) * test_fonts)))
+    split = {
+        "test": [fonts[i] for i in order[:n_test]],
+        "train": [fonts[i] for i in order[n_test:]],
+    }
+    out = {}
+    for name, paths in split.items():
+        xs, ys = [], []
+        for path in paths:
+            font = ImageFont.truetype(path, 2 * size)
+            for label, ch in enumerate(chars):
+                for _ in range(copies):
+                    xs.append(_render(font, ch, size, rng if augment else None))
+                    ys.append(label)
+        x = np.stack(xs)[:, None]
+        if noise > 0:
+            x = np.clip(x + rng.normal(0.0, noise, x.shape), 0.0, 1.0)
+        x = torch.from_numpy(x.astype(np.float32))
+        out[name] = (x.flatten(1) if flatten else x, torch.tensor(ys, dtype=torch.long))
+    return FSCILData(*out["train"], *out["test"], classes=tuple(range(classes)))

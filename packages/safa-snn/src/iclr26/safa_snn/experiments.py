@@ -83,6 +83,7 @@ class _FeatureNet(nn.Module):
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model, self.T = model, model.T
+        self.train(model.training)  # count_sops restores this wrapper's mode onto the model
 
     def forward(self, x):
         return self.model.features(x)

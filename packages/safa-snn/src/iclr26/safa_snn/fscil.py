@@ -10,8 +10,10 @@ classes, their harmonic mean, and the performance drop PD = acc₀ − acc_last.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +21,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from iclr26.safa_snn.checkpoint import (
+    config_mismatch,
+    fingerprint_tensors,
+    latest_session,
+    load_session,
+    save_session,
+)
 from iclr26.safa_snn.energy import count_sops, energy_joules, training_energy
 
 __all__ = [
@@ -206,6 +215,10 @@ class _Features(nn.Module):
         super().__init__()
         self.model = model
         self.T = getattr(model, "T", 1)
+        # mirror the wrapped model's mode: count_sops restores the wrapper's mode afterwards, and
+        # a wrapper left in training mode would switch the backbone's BatchNorm to batch
+        # statistics (and update its running statistics on test data)
+        self.train(model.training)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.model.features(x)
@@ -225,6 +238,8 @@ def run_fscil(
     seed: int = 0,
     energy_samples: int = 128,
     backward_factor: float = 2.0,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> FSCILResult:
     """Run ``method`` through every session of ``protocol`` on ``data``.
 
@@ -233,10 +248,43 @@ def run_fscil(
     comparison starts from the same base model. Energy: inference J per test sample (spike counts
     on up to ``energy_samples`` test inputs) and the J each incremental session costs to learn
     (forwards as counted, backwards as ``backward_factor`` × dense MACs).
+
+    With ``checkpoint_dir`` the method's state (safetensors) and the metrics so far (JSON) are
+    saved after every session. ``resume=True`` continues from the last finished session there:
+    no session is repeated or skipped, and the result equals an uninterrupted run. A folder
+    written by another configuration (method, protocol, seed, data or base model) is refused,
+    as is a folder that already holds sessions when ``resume`` is False.
     """
     if not hasattr(base_model, "features"):
         raise TypeError("base_model must expose features(x) -> [B, T, D]")
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be a bool, got {type(resume).__name__}")
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume=True needs a checkpoint_dir")
     sessions = make_sessions(data, protocol)
+    ckpt, last, config = None, None, {}
+    if checkpoint_dir is not None:
+        if not (hasattr(method, "state_tensors") and hasattr(method, "load_state_tensors")):
+            raise TypeError("checkpoint_dir needs a method with state_tensors/load_state_tensors")
+        ckpt = os.fspath(checkpoint_dir)
+        if os.path.exists(ckpt) and not os.path.isdir(ckpt):
+            raise ValueError(f"checkpoint_dir {ckpt} exists and is not a folder")
+        last = latest_session(ckpt)
+        if last is not None and not resume:
+            raise ValueError(
+                f"checkpoint_dir {ckpt} already holds finished sessions: resume, or use an "
+                "empty folder"
+            )
+        config = {
+            "method": method.config() if hasattr(method, "config") else type(method).__name__,
+            "protocol": dataclasses.asdict(protocol),
+            "seed": seed,
+            "energy_samples": energy_samples,
+            "backward_factor": backward_factor,
+            "data": fingerprint_tensors([data.x_train, data.y_train, data.x_test, data.y_test]),
+            "classes": list(data.classes),
+            "base_model": fingerprint_tensors(base_model.state_dict()),
+        }
     torch.manual_seed(seed)
     result = FSCILResult(getattr(method, "name", type(method).__name__))
     s0 = sessions[0]
@@ -247,8 +295,26 @@ def run_fscil(
         data.y_train[s0.train_idx],
         base_classes,
     )
+    start = 0
+    if ckpt is not None and last is not None:
+        tensors, meta = load_session(ckpt, last)
+        diff = config_mismatch(meta.get("config", {}), config)
+        if diff:
+            raise ValueError(
+                f"checkpoint_dir {ckpt} was written by another configuration (differs in: "
+                f"{', '.join(diff)})"
+            )
+        rng = tensors.pop("rng.torch")
+        method.load_state_tensors(tensors)
+        torch.set_rng_state(rng)
+        for f in dataclasses.fields(FSCILResult):
+            if f.name != "method":
+                vals = meta["result"][f.name]
+                setattr(result, f.name, [math.nan if v is None else float(v) for v in vals])
+        start = last + 1
+        log.info("%s: resumed after session %d from %s", result.method, last, ckpt)
     y_test = data.y_test.cpu().numpy()
-    for sess in sessions:
+    for sess in sessions[start:]:
         cost = {"forwards": 0.0, "backwards": 0.0}
         if sess.index > 0:
             xs, ys = data.x_train[sess.train_idx], data.y_train[sess.train_idx]
@@ -278,4 +344,11 @@ def run_fscil(
         ]
         result.thresholds.append(float(torch.stack(thetas).mean()) if thetas else math.nan)
         log.info("%s session %d: acc %.3f", result.method, sess.index, acc)
+        if ckpt is not None:
+            save_session(
+                ckpt,
+                sess.index,
+                {**method.state_tensors(), "rng.torch": torch.get_rng_state()},
+                {"config": config, "result": dataclasses.asdict(result)},
+            )
     return result

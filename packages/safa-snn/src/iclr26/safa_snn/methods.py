@@ -129,6 +129,41 @@ class PrototypeSNN:
     def _calibrate(self, protos: Tensor) -> Tensor:
         return protos
 
+    def config(self) -> dict:
+        """The method's class and scalar hyper-parameters (the checkpoint fingerprint)."""
+        cfg = {
+            k: v
+            for k, v in sorted(vars(self).items())
+            if isinstance(v, bool | int | float | str) and not k.startswith("_")
+        }
+        return {"class": type(self).__name__, **cfg}
+
+    def state_tensors(self) -> dict[str, Tensor]:
+        """Everything :meth:`learn` changes: backbone state (θ, base rates, weights), prototype
+        rows, base prototypes and the class list, as named tensors (for a checkpoint)."""
+        out = {f"model.{k}": v for k, v in self.model.state_dict().items()}
+        out["head.weight"] = self.head.weight.detach()
+        out["base_protos"] = self.base_protos.detach()
+        out["classes"] = torch.tensor(self.classes, dtype=torch.int64)
+        return out
+
+    def load_state_tensors(self, tensors: dict[str, Tensor]) -> None:
+        """Restore the state saved by :meth:`state_tensors` (after :meth:`setup`)."""
+        need = {"head.weight", "base_protos", "classes"}
+        if not need <= set(tensors):
+            raise ValueError(f"checkpoint lacks tensors {sorted(need - set(tensors))}")
+        model_state = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+        try:
+            self.model.load_state_dict(model_state, strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"checkpoint does not fit the model: {err}") from None
+        w = tensors["head.weight"].to(self.head.weight)
+        if w.shape[1] != self.head.feat_dim:
+            raise ValueError("checkpoint prototypes do not match the feature size")
+        self.head.weight = nn.Parameter(w.clone())
+        self.base_protos = tensors["base_protos"].to(self.base_protos).clone()
+        self.classes = [int(c) for c in tensors["classes"].tolist()]
+
     def _adapt(self, x: Tensor) -> float:
         return 0.0
 
