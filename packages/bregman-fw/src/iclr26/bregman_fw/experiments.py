@@ -760,3 +760,10 @@ def bench(*, quick: bool, seed: int, progress: bool) -> Report:
     from iclr26.bregman_fw.peers import run_bench
 
     return run_bench(quick=quick, seed=seed, show_progress=progress)
+
+
+def bench_dopt(*, quick: bool, seed: int, progress: bool) -> Report:
+    """The bench's D-optimal part (B2) alone, with more timing rounds."""
+    from iclr26.bregman_fw.peers import run_bench_dopt
+
+    return run_bench_dopt(quick=quick, seed=seed, show_progress=progress)

@@ -43,7 +43,7 @@ FW_STEP, AWAY_STEP, PAIRWISE_STEP, DROP_STEP = 0, 1, 2, 3
 #: ``FWResult.status`` codes and their meaning
 CONVERGED, STALLED, MAX_ITER, NONFINITE, ACTIVE_FULL = 0, 1, 2, 3, 4
 STATUS = {
-    CONVERGED: "converged: FW gap <= tol",
+    CONVERGED: "converged: FW gap <= tol * max(1, |f|)",
     STALLED: "stalled: f did not change by more than ftol*|f| in `patience` iterations "
     "(progress below float64 resolution)",
     MAX_ITER: "max_iter reached",
@@ -83,7 +83,7 @@ class FWResult(NamedTuple):
         f: f at ``x``.
         gap: FW gap at ``x``.
         n_iter: iterations run.
-        converged: ``gap <= tol``.
+        converged: ``gap <= tol * max(1, |f|)``.
         n_f_evals: objective evaluations (step-rule trials + one value-and-grad per iteration).
         n_grad_evals: gradient evaluations (one per iteration, plus the rule's if it uses them).
         history: :class:`FWHistory`.
@@ -296,9 +296,15 @@ def _stall_update(s: _Stall, t_new, f_new, ftol) -> _Stall:
     return _Stall(jnp.where(moved, f_new, s.f_ref), jnp.where(moved, t_new, s.t_ref))
 
 
+def _gap_ok(gap, fx, tol):
+    """The FW-gap test: ``gap <= tol`` for |f| <= 1, relative to |f| above (the gap scales with
+    f, and the float64 resolution of f, which limits how far the gap can be driven, is relative)."""
+    return (gap <= tol * jnp.maximum(1.0, jnp.abs(fx))) & jnp.isfinite(fx)
+
+
 def _status(t, gap, fx, tol, stall: _Stall, patience, max_iter, full=None):
     status = jnp.where(
-        gap <= tol,
+        _gap_ok(gap, fx, tol),
         CONVERGED,
         jnp.where(
             ~jnp.isfinite(fx),
@@ -330,7 +336,7 @@ def _fw_run(f, x0, lmo, step, kernel, max_iter, tol, args, record, patience, fto
 
     def cond(c):
         t, _, fx, _, _, gap, *_, stall = c
-        return (t < max_iter) & (gap > tol) & jnp.isfinite(fx) & (t - stall.t_ref < pat)
+        return (t < max_iter) & ~_gap_ok(gap, fx, tol) & jnp.isfinite(fx) & (t - stall.t_ref < pat)
 
     def body(c):
         t, x, fx, gx, v, gap, state, hist, nf, ng, stall = c
@@ -346,7 +352,7 @@ def _fw_run(f, x0, lmo, step, kernel, max_iter, tol, args, record, patience, fto
 
     t, x, fx, _, _, gap, _, hist, nf, ng, stall = jax.lax.while_loop(cond, body, carry)
     status = _status(t, gap, fx, tol, stall, pat, max_iter)
-    return FWResult(x, fx, gap, t, gap <= tol, nf, ng, hist, status=status)
+    return FWResult(x, fx, gap, t, _gap_ok(gap, fx, tol), nf, ng, hist, status=status)
 
 
 def frank_wolfe(
@@ -527,7 +533,7 @@ def _afw_run(
     def cond(c: _AFWCarry):
         return (
             (c.t < max_iter)
-            & (c.gap > tol)
+            & ~_gap_ok(c.gap, c.fx, tol)
             & jnp.isfinite(c.fx)
             & (~c.full)
             & (c.t - c.stall.t_ref < pat)
@@ -635,7 +641,7 @@ def _afw_run(
         c.fx,
         c.gap,
         c.t,
-        c.gap <= tol,
+        _gap_ok(c.gap, c.fx, tol),
         c.nf,
         c.ng,
         c.hist,
