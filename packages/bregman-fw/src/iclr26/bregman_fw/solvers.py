@@ -10,12 +10,12 @@ History buffers have length ``max_iter + 1`` (index t = iterate t); entries afte
 iteration are NaN (``record=False`` keeps only the final values). The FW gap
 ``⟨∇f(x_t), x_t − v_t⟩`` bounds the primal gap ``f(x_t) − f*`` for convex f.
 
-Stopping rules (``FWResult.status``): the FW gap reaches ``tol`` (the paper's rule, stop at 1e-7:
-``converged``); f has not changed by more than ``ftol·|f|`` in ``patience`` iterations
-(``stalled``: progress is below float64 resolution, which happens before the FW gap reaches
-``tol`` when the gap shrinks like the square root of the primal gap, e.g. D-optimal design,
-whose FW gap levels off near 5e-7 while f − f* is ~1e-14); ``max_iter``; a non-finite f; or a
-full away-step buffer.
+Stopping rules (``FWResult.status``): the FW gap reaches ``tol · max(1, |f|)`` (``converged``;
+the paper's absolute rule, stop at 1e-7, when |f| <= 1, relative above); f has not changed by more
+than ``ftol·|f|`` in ``patience`` iterations (``stalled``: progress is below float64 resolution,
+which can happen before the FW gap reaches the tolerance when the gap shrinks like the square root
+of the primal gap, e.g. D-optimal design, whose gap levels off near 1e-7·|f| while f − f* is
+~1e-14); ``max_iter``; a non-finite f; or a full away-step buffer.
 """
 
 from __future__ import annotations
@@ -372,9 +372,10 @@ def frank_wolfe(
     """Vanilla Frank–Wolfe (paper Algorithm 1), default step: adaptive Bregman (Algorithm 2).
 
     ``x_{t+1} = x_t + γ_t (v_t − x_t)`` with ``v_t = lmo(∇f(x_t))`` until the FW gap
-    ``⟨∇f(x_t), x_t − v_t⟩ ≤ tol`` (``status`` 0, ``converged``), or f has not changed by more
-    than ``ftol·|f|`` in ``patience`` iterations (status 1, stalled at float64 resolution: the
-    FW gap then stays above ``tol`` although f − f* may be ~1e-14), or ``max_iter`` iterations.
+    ``⟨∇f(x_t), x_t − v_t⟩ ≤ tol · max(1, |f(x_t)|)`` (``status`` 0, ``converged``), or f has
+    not changed by more than ``ftol·|f|`` in ``patience`` iterations (status 1, stalled at float64
+    resolution: the FW gap then stays above the tolerance although f − f* may be ~1e-14), or
+    ``max_iter`` iterations.
 
     Args:
         f: objective ``f(x, *args) -> scalar``, differentiable by JAX; must be hashable (a plain
@@ -387,7 +388,8 @@ def frank_wolfe(
             domain excludes P (Burg on the simplex) raises ``ValueError``.
         args: extra arguments of ``f`` (data arrays; traced, so new data reuses the compilation).
         max_iter: iteration cap (history buffers have ``max_iter + 1`` entries).
-        tol: FW-gap tolerance; the paper uses 1e-7.
+        tol: FW-gap tolerance, relative to |f| when |f| > 1 (``gap <= tol * max(1, |f|)``);
+            the paper uses 1e-7.
         patience: stop after this many iterations without a change of f larger than
             ``ftol·|f|`` (``None``: never; run to ``tol`` or ``max_iter``).
         ftol: relative change of f that counts as progress for ``patience`` (default 1e-14,
