@@ -20,7 +20,11 @@ def _dopt(m=10, n=100):
     return H, jnp.full(n, 1.0 / n), jnp.eye(n)
 
 
-@pytest.mark.parametrize("step", [bfw.EuclideanAdaptive(), bfw.DOptimalStep()])
+@pytest.mark.parametrize(
+    "step",
+    # the DOptimalStep case compiles two more loops: slow, to keep `make test` inside 120 s
+    [bfw.EuclideanAdaptive(), pytest.param(bfw.DOptimalStep(), marks=pytest.mark.slow)],
+)
 def test_d_optimal_converges_at_the_default_tol(step):
     """The FW gap shrinks like sqrt(primal gap) on D-optimal design and levels off near
     1e-7 * |f| (|f| = 3.77 here) once f is at float64 resolution: the default test
@@ -57,13 +61,16 @@ def test_relative_gap_is_absolute_below_one():
         q.f, q.x0, q.lmo, args=q.args, step=bfw.EuclideanAdaptive(), tol=1e-6, max_iter=ITERS
     )
     assert abs(float(r.f)) <= 1.0
-    assert bool(r.converged) and float(r.gap) <= 1e-6
+    assert bool(r.converged)
+    assert float(r.gap) <= 1e-6
     # f + 100 has the same gap and iterates but |f| ~ 100: the test scales with |f|
     g = lambda x, y: q.f(x, y) + 100.0  # noqa: E731
     r2 = bfw.away_frank_wolfe(
         g, q.x0, q.lmo, args=q.args, step=bfw.EuclideanAdaptive(), tol=1e-8, max_iter=ITERS
     )
-    assert bool(r2.converged) and float(r2.gap) <= 1e-8 * abs(float(r2.f))
+    assert bool(r2.converged)
+    assert float(r2.gap) <= 1e-8 * abs(float(r2.f))
+    assert float(r2.gap) > 1e-8  # converged only because the test is relative
 
 
 def test_converged_and_max_iter_statuses():
