@@ -54,6 +54,7 @@ def test_d_optimal_stalls_below_float64_resolution():
     assert int(r.n_iter) < 3000
 
 
+@pytest.mark.slow  # two more compiled loops; the D-optimal test covers the rule by default
 def test_relative_gap_is_absolute_below_one():
     # |f| <= 1: the test is the paper's absolute gap <= tol
     q = bfw.quadratic_simplex(20, margin=0.1, seed=0)
