@@ -62,6 +62,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "steps": [
             "AdaptiveBregman",
             "BregmanShortStep",
+            "DOptimalStep",
             "EuclideanAdaptive",
             "ExactLineSearch",
             "FWJLAdaptive",

@@ -10,12 +10,12 @@ History buffers have length ``max_iter + 1`` (index t = iterate t); entries afte
 iteration are NaN (``record=False`` keeps only the final values). The FW gap
 ``⟨∇f(x_t), x_t − v_t⟩`` bounds the primal gap ``f(x_t) − f*`` for convex f.
 
-Stopping rules (``FWResult.status``): the FW gap reaches ``tol`` (the paper's rule, stop at 1e-7:
-``converged``); f has not changed by more than ``ftol·|f|`` in ``patience`` iterations
-(``stalled``: progress is below float64 resolution, which happens before the FW gap reaches
-``tol`` when the gap shrinks like the square root of the primal gap, e.g. D-optimal design,
-whose FW gap levels off near 5e-7 while f − f* is ~1e-14); ``max_iter``; a non-finite f; or a
-full away-step buffer.
+Stopping rules (``FWResult.status``): the FW gap reaches ``tol · max(1, |f|)`` (``converged``;
+the paper's absolute rule, stop at 1e-7, when |f| <= 1, relative above); f has not changed by more
+than ``ftol·|f|`` in ``patience`` iterations (``stalled``: progress is below float64 resolution,
+which can happen before the FW gap reaches the tolerance when the gap shrinks like the square root
+of the primal gap, e.g. D-optimal design, whose gap levels off near 1e-7·|f| while f − f* is
+~1e-14); ``max_iter``; a non-finite f; or a full away-step buffer.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ FW_STEP, AWAY_STEP, PAIRWISE_STEP, DROP_STEP = 0, 1, 2, 3
 #: ``FWResult.status`` codes and their meaning
 CONVERGED, STALLED, MAX_ITER, NONFINITE, ACTIVE_FULL = 0, 1, 2, 3, 4
 STATUS = {
-    CONVERGED: "converged: FW gap <= tol",
+    CONVERGED: "converged: FW gap <= tol * max(1, |f|)",
     STALLED: "stalled: f did not change by more than ftol*|f| in `patience` iterations "
     "(progress below float64 resolution)",
     MAX_ITER: "max_iter reached",
@@ -83,7 +83,7 @@ class FWResult(NamedTuple):
         f: f at ``x``.
         gap: FW gap at ``x``.
         n_iter: iterations run.
-        converged: ``gap <= tol``.
+        converged: ``gap <= tol * max(1, |f|)``.
         n_f_evals: objective evaluations (step-rule trials + one value-and-grad per iteration).
         n_grad_evals: gradient evaluations (one per iteration, plus the rule's if it uses them).
         history: :class:`FWHistory`.
@@ -296,9 +296,15 @@ def _stall_update(s: _Stall, t_new, f_new, ftol) -> _Stall:
     return _Stall(jnp.where(moved, f_new, s.f_ref), jnp.where(moved, t_new, s.t_ref))
 
 
+def _gap_ok(gap, fx, tol):
+    """The FW-gap test: ``gap <= tol`` for |f| <= 1, relative to |f| above (the gap scales with
+    f, and the float64 resolution of f, which limits how far the gap can be driven, is relative)."""
+    return (gap <= tol * jnp.maximum(1.0, jnp.abs(fx))) & jnp.isfinite(fx)
+
+
 def _status(t, gap, fx, tol, stall: _Stall, patience, max_iter, full=None):
     status = jnp.where(
-        gap <= tol,
+        _gap_ok(gap, fx, tol),
         CONVERGED,
         jnp.where(
             ~jnp.isfinite(fx),
@@ -330,7 +336,7 @@ def _fw_run(f, x0, lmo, step, kernel, max_iter, tol, args, record, patience, fto
 
     def cond(c):
         t, _, fx, _, _, gap, *_, stall = c
-        return (t < max_iter) & (gap > tol) & jnp.isfinite(fx) & (t - stall.t_ref < pat)
+        return (t < max_iter) & ~_gap_ok(gap, fx, tol) & jnp.isfinite(fx) & (t - stall.t_ref < pat)
 
     def body(c):
         t, x, fx, gx, v, gap, state, hist, nf, ng, stall = c
@@ -346,7 +352,7 @@ def _fw_run(f, x0, lmo, step, kernel, max_iter, tol, args, record, patience, fto
 
     t, x, fx, _, _, gap, _, hist, nf, ng, stall = jax.lax.while_loop(cond, body, carry)
     status = _status(t, gap, fx, tol, stall, pat, max_iter)
-    return FWResult(x, fx, gap, t, gap <= tol, nf, ng, hist, status=status)
+    return FWResult(x, fx, gap, t, _gap_ok(gap, fx, tol), nf, ng, hist, status=status)
 
 
 def frank_wolfe(
@@ -366,9 +372,10 @@ def frank_wolfe(
     """Vanilla Frank–Wolfe (paper Algorithm 1), default step: adaptive Bregman (Algorithm 2).
 
     ``x_{t+1} = x_t + γ_t (v_t − x_t)`` with ``v_t = lmo(∇f(x_t))`` until the FW gap
-    ``⟨∇f(x_t), x_t − v_t⟩ ≤ tol`` (``status`` 0, ``converged``), or f has not changed by more
-    than ``ftol·|f|`` in ``patience`` iterations (status 1, stalled at float64 resolution: the
-    FW gap then stays above ``tol`` although f − f* may be ~1e-14), or ``max_iter`` iterations.
+    ``⟨∇f(x_t), x_t − v_t⟩ ≤ tol · max(1, |f(x_t)|)`` (``status`` 0, ``converged``), or f has
+    not changed by more than ``ftol·|f|`` in ``patience`` iterations (status 1, stalled at float64
+    resolution: the FW gap then stays above the tolerance although f − f* may be ~1e-14), or
+    ``max_iter`` iterations.
 
     Args:
         f: objective ``f(x, *args) -> scalar``, differentiable by JAX; must be hashable (a plain
@@ -381,7 +388,8 @@ def frank_wolfe(
             domain excludes P (Burg on the simplex) raises ``ValueError``.
         args: extra arguments of ``f`` (data arrays; traced, so new data reuses the compilation).
         max_iter: iteration cap (history buffers have ``max_iter + 1`` entries).
-        tol: FW-gap tolerance; the paper uses 1e-7.
+        tol: FW-gap tolerance, relative to |f| when |f| > 1 (``gap <= tol * max(1, |f|)``);
+            the paper uses 1e-7.
         patience: stop after this many iterations without a change of f larger than
             ``ftol·|f|`` (``None``: never; run to ``tol`` or ``max_iter``).
         ftol: relative change of f that counts as progress for ``patience`` (default 1e-14,
@@ -527,7 +535,7 @@ def _afw_run(
     def cond(c: _AFWCarry):
         return (
             (c.t < max_iter)
-            & (c.gap > tol)
+            & ~_gap_ok(c.gap, c.fx, tol)
             & jnp.isfinite(c.fx)
             & (~c.full)
             & (c.t - c.stall.t_ref < pat)
@@ -635,7 +643,7 @@ def _afw_run(
         c.fx,
         c.gap,
         c.t,
-        c.gap <= tol,
+        _gap_ok(c.gap, c.fx, tol),
         c.nf,
         c.ng,
         c.hist,
