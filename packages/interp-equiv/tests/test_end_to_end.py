@@ -15,18 +15,7 @@ def _grid(report, prefix):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "quick",
-    [
-        True,
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                reason="known: weight correlation over all parameters is ≈ 0.3 for same-architecture "
-                "Transformers (LayerNorm gains start at 1), above the spec's 0.2, within and across "
-                "algorithms alike",
-                strict=False,
-            ),
-        ),
-    ],
+    [True, False],
     ids=["mlp-tier", "transformer-tier"],
 )
 def test_selectivity_grid_separates_algorithms_where_baselines_cannot(quick):
