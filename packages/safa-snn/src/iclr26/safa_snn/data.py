@@ -74,7 +74,7 @@ _SYMBOL_FONTS = {"cmex10", "cmsy10"}
 
 def glyph_fonts(chars: tuple[str, ...] = GLYPHS) -> list[str]:
     """The TrueType fonts shipped with matplotlib that draw every character of ``chars`` as a
-    distinct, non-empty glyph; symbol fonts and fonts that fall back to a placeholder box are
+    distinct, non-empty glyph; symbol fonts and fonts that draw a missing-glyph box instead are
     left out (22 of matplotlib 3.x's 40 fonts remain)."""
     if not isinstance(chars, tuple) or not all(isinstance(c, str) and len(c) == 1 for c in chars):
         raise TypeError("chars must be a tuple of single characters")
