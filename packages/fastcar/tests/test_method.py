@@ -16,7 +16,7 @@ from iclr26.fastcar import (
     record,
     spearman_per_layer,
 )  # fmt: skip
-from iclr26.fastcar.experiments import _frames, _prompts
+from iclr26.fastcar.toy import decode_frames, toy_prompts
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_shipped_toy_is_small_and_matches_the_native_model(toy):
     n = sum(p.numel() for p in toy.model.parameters())
     assert n < 1_000_000
     nat = TinyARVideoLM.from_hf(toy.model)
-    p = _prompts(toy, 2, 2, seed=0)
+    p = toy_prompts(toy, 2, 2, seed=0)
     from iclr26.fastcar import generate_video
 
     k = toy.preset.codebook_size
@@ -47,7 +47,7 @@ def test_tas_predicts_small_mlp_change(toy):
     """E1 at tiny scale: TAS is negatively rank-correlated with the relative MLP-output change."""
     nat = TinyARVideoLM.from_hf(toy.model)
     n = toy.vocab.tokens_per_frame
-    p = _prompts(toy, 4, 4, seed=7)
+    p = toy_prompts(toy, 4, 4, seed=7)
     st = record(
         nat, p.prefix, 4 * n, ReplayConfig(FrameLayout(n, 5)), allowed_vocab=64, noise_seed=3
     )
@@ -78,14 +78,14 @@ def test_tas_drifts_less_than_random_at_equal_rate(toy):
     lay = FrameLayout(n, 5)
     wins = 0
     for seed in range(5):
-        ev, cal = _prompts(toy, 32, 8, 100 + seed), _prompts(toy, 16, 8, 200 + seed)
-        dense = _frames(toy, nat.decode(ev.prefix, 8 * n, allowed_vocab=64).tokens, 8)
+        ev, cal = toy_prompts(toy, 32, 8, 100 + seed), toy_prompts(toy, 16, 8, 200 + seed)
+        dense = decode_frames(toy, nat.decode(ev.prefix, 8 * n, allowed_vocab=64).tokens, 8)
         err = {}
         for decision in ("tas", "random"):
             cfg = ReplayConfig(lay, decision=decision, seed=seed)
             cfg.thresholds = 0.6 if decision == "random" else calibrate(
                 nat, cal.prefix, 8 * n, cfg, 0.4, allowed_vocab=64)  # fmt: skip
             out = nat.decode(ev.prefix, 8 * n, replay=cfg, allowed_vocab=64).tokens
-            err[decision] = float(((_frames(toy, out, 8) - dense) ** 2).mean())
+            err[decision] = float(((decode_frames(toy, out, 8) - dense) ** 2).mean())
         wins += err["tas"] < err["random"]
     assert wins >= 4

@@ -54,11 +54,13 @@ _STORE_ENTRIES = frozenset(
      "offsets.npy", "file_ids.npy", *VECTOR_DTYPES.values()}
 )  # fmt: skip
 #: How to discard what is at the store path, for the library and the command line.
-_OVERWRITE_HINT = "pass overwrite=True (command line: --overwrite)"
+OVERWRITE_HINT = "pass overwrite=True (command line: --overwrite)"
 
 
 @dataclass(frozen=True)
-class _Shard:
+class Shard:
+    """One unit of build work: consecutive passages of one source, ids from ``first_id``."""
+
     key: str
     source: str
     first_id: int
@@ -82,7 +84,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def write_shard(encoder: Encoder, batch_size: int, shard: _Shard, work: Path) -> None:
+def write_shard(encoder: Encoder, batch_size: int, shard: Shard, work: Path) -> None:
     """Embed one shard and write its passages, vectors and done-marker (in that order) into
     ``work``; the unit of work of every build path (threads, Ray actors)."""
     texts = [t for _, t in shard.items]
@@ -237,8 +239,8 @@ class DatastoreBuilder:
         )
 
     # --------------------------------------------------------------------- build
-    def _plan(self) -> list[_Shard]:
-        shards: list[_Shard] = []
+    def _plan(self) -> list[Shard]:
+        shards: list[Shard] = []
         next_id = 0
         for source, docs in self._sources.items():
             kept = [
@@ -248,7 +250,7 @@ class DatastoreBuilder:
             ]
             for k in range(math.ceil(len(kept) / self.shard_size)):
                 items = kept[k * self.shard_size : (k + 1) * self.shard_size]
-                shards.append(_Shard(f"{source}-{k:05d}", source, next_id, items))
+                shards.append(Shard(f"{source}-{k:05d}", source, next_id, items))
                 next_id += len(items)
         return shards
 
@@ -268,10 +270,10 @@ class DatastoreBuilder:
             "sources": {name: len(docs) for name, docs in self._sources.items()},
         }
 
-    def _encode_shard(self, shard: _Shard, work: Path) -> None:
+    def _encode_shard(self, shard: Shard, work: Path) -> None:
         write_shard(self.encoder, self.batch_size, shard, work)
 
-    def _is_done(self, shard: _Shard, work: Path) -> bool:
+    def _is_done(self, shard: Shard, work: Path) -> bool:
         marker = work / f"{shard.key}.done.json"
         if not marker.is_file():
             return False
@@ -282,7 +284,7 @@ class DatastoreBuilder:
         if done != {"n": len(shard.items), "first_id": shard.first_id, "digest": shard.digest()}:
             raise StoreError(
                 f"shard {shard.key} of the interrupted build at {self.path} holds other passages "
-                f"than the sources given now; {_OVERWRITE_HINT} to discard the interrupted build"
+                f"than the sources given now; {OVERWRITE_HINT} to discard the interrupted build"
             )
         return True
 
@@ -311,10 +313,12 @@ class DatastoreBuilder:
             log.info("removing the store or build at %s (overwrite)", path)
             shutil.rmtree(path)
         elif (path / META).exists():
-            raise StoreError(f"{path} already holds a datastore; {_OVERWRITE_HINT} to replace it")
+            raise StoreError(f"{path} already holds a datastore; {OVERWRITE_HINT} to replace it")
 
-    def _prepare(self) -> tuple[Path, list[_Shard], list[_Shard]]:
+    def prepare_build(self) -> tuple[Path, list[Shard], list[Shard]]:
         """Checks, the build folder and its config, the shard plan, and the shards still to do.
+
+        The first half of :meth:`build`, public for distributed builders.
 
         Nothing is written before the sources are known to produce passages, so a failed or
         empty build leaves no folder behind that would block the next try.
@@ -344,7 +348,7 @@ class DatastoreBuilder:
                     raise StoreError(
                         f"{self.path} holds an interrupted build with other settings (encoder, "
                         f"chunking or sources) and {finished} finished shard(s); "
-                        f"{_OVERWRITE_HINT} to discard it, or build into another folder"
+                        f"{OVERWRITE_HINT} to discard it, or build into another folder"
                     )
                 log.info("%s: replacing a failed build that finished no shard", self.path)
                 shutil.rmtree(work)
@@ -381,7 +385,7 @@ class DatastoreBuilder:
         from iclr26.compactds.datastore import Datastore
 
         workers = check_int(workers, "workers", low=1)
-        work, shards, todo = self._prepare()
+        work, shards, todo = self.prepare_build()
         bar = progress_bar(enabled=self.progress, total=sum(len(s.items) for s in todo),
                            desc="embed", unit="passage")  # fmt: skip
         with bar:
@@ -403,10 +407,15 @@ class DatastoreBuilder:
                 finally:
                     # on an error, do not start shards that were not running yet
                     pool.shutdown(wait=True, cancel_futures=True)
-        self._finalize(shards, work, workers, trained_index)
+        self.finalize_build(shards, work, workers, trained_index)
         return Datastore.open(self.path, encoder=self.encoder)
 
-    def _finalize(self, shards: list[_Shard], work: Path, workers: int, trained: Any) -> None:
+    def finalize_build(self, shards: list[Shard], work: Path, workers: int, trained: Any) -> None:
+        """Assemble encoded shards into the store (vectors, passages, index, meta.json last).
+
+        The second half of :meth:`build`, public for distributed builders
+        (:func:`~iclr26.compactds.ray_build.build_with_ray`) that encode the shards elsewhere.
+        """
         root = self.path
         dim = int(self.encoder.dim)
         n = sum(len(s.items) for s in shards)
@@ -464,7 +473,7 @@ class DatastoreBuilder:
         add_bar = progress_bar(enabled=self.progress, total=n, desc="add to index", unit="vector")
         lock = threading.Lock()
 
-        def add(group: list[_Shard]) -> Any:
+        def add(group: list[Shard]) -> Any:
             part = faiss.clone_index(index)
             for s in group:
                 rows = np.asarray(vectors[s.first_id : s.first_id + len(s.items)], np.float32)

@@ -131,7 +131,7 @@ def _build_setup(parser: argparse.ArgumentParser):
         if args.encoder == "minilm" or args.encoder.startswith("st:"):
             _check_embed_extra(args.encoder)  # before reading sources, without loading torch
         _info_logs("iclr26.compactds")
-        from iclr26.compactds.builder import _OVERWRITE_HINT, DatastoreBuilder, read_records
+        from iclr26.compactds.builder import OVERWRITE_HINT, DatastoreBuilder, read_records
         from iclr26.compactds.chunking import Chunker
         from iclr26.compactds.decontamination import Decontaminator
         from iclr26.compactds.store import StoreError
@@ -158,7 +158,7 @@ def _build_setup(parser: argparse.ArgumentParser):
         try:
             store = b.build(workers=args.workers)
         except StoreError as err:
-            raise StoreError(str(err).replace(_OVERWRITE_HINT, "pass --overwrite")) from None
+            raise StoreError(str(err).replace(OVERWRITE_HINT, "pass --overwrite")) from None
         print(dumps_json(store.stats()))
         return 0
 

@@ -150,8 +150,8 @@ class Hit:
 
 
 class Searchable:
-    """``search`` on top of ``_embed``, ``search_arrays``, ``passage`` and ``source_of``: shared
-    by :class:`Datastore` and :class:`~iclr26.compactds.sharding.ShardedDatastore`."""
+    """``search`` on top of ``embed_queries``, ``search_arrays``, ``passage`` and ``source_of``:
+    shared by :class:`Datastore` and :class:`~iclr26.compactds.sharding.ShardedDatastore`."""
 
     def search(
         self,
@@ -183,7 +183,7 @@ class Searchable:
         Returns:
             One list of :class:`Hit` per query, best first.
         """
-        qvecs, texts = self._embed(queries)
+        qvecs, texts = self.embed_queries(queries)
         ids, final, ann = self.search_arrays(
             qvecs, k=k, K=K, nprobe=nprobe, rerank=rerank, sources=sources,
             query_texts=texts, reencoder=reencoder,
@@ -334,9 +334,11 @@ class Datastore(Searchable):
         raise ValueError(f"id {pid} is in no source")
 
     # ------------------------------------------------------------------- search
-    def _embed(
+    def embed_queries(
         self, queries: str | Sequence[str] | np.ndarray
     ) -> tuple[np.ndarray, list[str] | None]:
+        """Query vectors (validated float32, one row per query) and the query texts (None when
+        vectors were given), embedded with the store's encoder."""
         if isinstance(queries, str):
             queries = [queries]
         if hasattr(queries, "shape") and hasattr(queries, "dtype"):

@@ -115,7 +115,7 @@ def evaluate(
         ``{"recall@k", "hit@k", "ndcg@k", "latency_ms": {"p50", "p95", "p99"}, "stats"}``.
     """
     ks = [check_int(k, "ks", low=1) for k in ks]
-    qvecs, _ = store._embed(queries)
+    qvecs, _ = store.embed_queries(queries)
     kmax = max(ks)
     lat = []
     ids = np.empty((len(qvecs), kmax), np.int64)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iclr26.compactds.builder import DatastoreBuilder, _Shard, write_shard
+from iclr26.compactds.builder import DatastoreBuilder, Shard, write_shard
 from iclr26.shared import check_int, import_optional
 
 __all__ = ["build_with_ray"]
@@ -34,7 +34,7 @@ class _EmbedActor:
         for key, source, first_id, items in zip(
             batch["key"], batch["source"], batch["first_id"], batch["items"], strict=True
         ):
-            shard = _Shard(
+            shard = Shard(
                 str(key), str(source), int(first_id), [tuple(x) for x in json.loads(items)]
             )
             write_shard(self.encoder, self.batch_size, shard, self.work)
@@ -74,7 +74,7 @@ def build_with_ray(
                  log_to_driver=False, configure_logging=False)  # fmt: skip
         started = True
     try:
-        work, shards, todo = builder._prepare()
+        work, shards, todo = builder.prepare_build()
         if todo:
             rows = [{"key": s.key, "source": s.source, "first_id": s.first_id,
                      "items": json.dumps(s.items)} for s in todo]  # fmt: skip
@@ -92,7 +92,7 @@ def build_with_ray(
             missing = {s.key for s in todo} - {str(r["key"]) for r in done}
             if missing:
                 raise RuntimeError(f"Ray workers did not finish shards {sorted(missing)}")
-        builder._finalize(shards, work, 1, None)
+        builder.finalize_build(shards, work, 1, None)
         return Datastore.open(builder.path, encoder=builder.encoder)
     finally:
         if started:

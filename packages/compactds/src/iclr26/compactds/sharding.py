@@ -162,10 +162,11 @@ class ShardedDatastore(Searchable):
         return self.shards[s].source_of(local)
 
     # ------------------------------------------------------------------- search
-    def _embed(
+    def embed_queries(
         self, queries: str | Sequence[str] | np.ndarray
     ) -> tuple[np.ndarray, list[str] | None]:
-        return self.shards[0]._embed(queries)
+        """As :meth:`Datastore.embed_queries` (every shard shares one encoder)."""
+        return self.shards[0].embed_queries(queries)
 
     def search_arrays(
         self,

@@ -148,7 +148,7 @@ class MaskedModel(nn.Module):
         if mode == "keep":
             if keep is None:
                 raise ValueError("mode 'keep' needs keep=")
-            self._keep = _check_keep(self.units, keep)
+            self._keep = check_keep(self.units, keep)
         self.mode = mode
         try:
             yield
@@ -230,7 +230,10 @@ class MaskedModel(nn.Module):
                 self.logits[u.key].copy_(value)
 
 
-def _check_keep(units: Sequence[PrunableUnit], keep: Mapping[str, torch.Tensor]):
+def check_keep(
+    units: Sequence[PrunableUnit], keep: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Validate a keep-mask mapping: one bool tensor of shape ``(unit.size,)`` per unit key."""
     out = {}
     for u in units:
         if u.key not in keep:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from iclr26.ecodiff.masking import _check_keep
+from iclr26.ecodiff.masking import check_keep
 from iclr26.ecodiff.units import PrunableUnit
 
 __all__ = ["ZeroHeadsProcessor", "load_pruned", "materialize", "save_pruned"]
@@ -111,7 +111,7 @@ def materialize(
     units = list(units)
     if not units:
         raise ValueError("units must not be empty")
-    keep = _check_keep(units, keep)
+    keep = check_keep(units, keep)
     out = model if inplace else copy.deepcopy(model)
     rows: dict[str, list] = {}
     cols: dict[str, list] = {}
@@ -156,7 +156,7 @@ def save_pruned(
     """
     if not hasattr(model, "save_pretrained"):
         raise TypeError(f"model must be a diffusers ModelMixin, got {type(model).__name__}")
-    keep = _check_keep(list(units), keep)
+    keep = check_keep(list(units), keep)
     path = Path(path)
     model.save_pretrained(path)
     record = {

@@ -41,6 +41,7 @@ from iclr26.elvis.metrics import (
     revisited_map,
 )
 from iclr26.elvis.model import ELViS
+from iclr26.elvis.ot import dustbin_transport
 from iclr26.elvis.rerank import rerank
 from iclr26.elvis.train import fit
 from iclr26.shared import Report, seed_everything, timeit
@@ -425,8 +426,13 @@ def _ablation_scorer(model: ELViS, variant: str) -> Scorer:
                     cv = model.vote(sim.amax(1)) * (~dm)
                     out.append((rv.sum(1) + cv.sum(1)).double().numpy())
                 else:  # plain sum of best masses instead of the vote
-                    parts = model._parts(qb, db, qm, dm, None)
-                    rb, cb = parts[4], parts[6]
+                    xq, xd = model.embed(qb), model.embed(db)
+                    plan = dustbin_transport(
+                        xq @ xd.transpose(1, 2), model.gains(xq), model.gains(xd), model.corner,
+                        temperature=model.temperature, n_iters=model.n_iters,
+                        row_mask=qm, col_mask=dm, domain=model.domain,
+                    )  # fmt: skip
+                    rb, cb = plan.amax(2), plan.amax(1)
                     out.append(((rb * ~qm).sum(1) + (cb * ~dm).sum(1)).double().numpy())
         return np.concatenate(out)
 

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from iclr26.elvis.features import LocalFeatures, score_pairs
-from iclr26.elvis.ot import DOMAINS, _dustbin_transport
+from iclr26.elvis.ot import DOMAINS, dustbin_transport_unchecked
 from iclr26.shared import check_choice, check_int
 
 __all__ = [
@@ -275,7 +275,7 @@ class ELViS(nn.Module):
         xq, xd = self.embed(q), self.embed(d)
         sim = xq @ xd.transpose(1, 2)
         zq, zd = self.gains(xq), self.gains(xd)
-        plan = _dustbin_transport(  # inputs validated by check_pair_inputs at the boundary
+        plan = dustbin_transport_unchecked(  # inputs validated by check_pair_inputs at the boundary
             sim, zq, zd, self.corner, temperature=self.temperature, n_iters=self.n_iters,
             row_mask=q_mask, col_mask=d_mask, domain=domain or self.domain,
         )  # fmt: skip

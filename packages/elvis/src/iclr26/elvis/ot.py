@@ -224,13 +224,13 @@ def dustbin_transport(
         raise ValueError(f"corner must be a finite scalar, got {corner!r}")
     _positive(temperature, "temperature")
     check_int(n_iters, "n_iters", low=0)
-    return _dustbin_transport(
+    return dustbin_transport_unchecked(
         sim, row_gain, col_gain, corner, temperature=temperature, n_iters=n_iters,
         row_mask=row_mask, col_mask=col_mask, domain=domain, return_full=return_full,
     )  # fmt: skip
 
 
-def _dustbin_transport(
+def dustbin_transport_unchecked(
     sim: Tensor,
     row_gain: Tensor,
     col_gain: Tensor,
@@ -243,8 +243,9 @@ def _dustbin_transport(
     domain: str,
     return_full: bool = False,
 ) -> Tensor:
-    """:func:`dustbin_transport` without the input checks (the model validates its own inputs
-    once per call; this runs inside training loops)."""
+    """:func:`dustbin_transport` without the input checks, for callers that validated their
+    inputs already (:class:`~iclr26.elvis.ELViS` checks once per call; this runs inside its
+    training loop). Masks must be bool tensors or None; no argument is checked."""
     bsz, m, n = sim.shape
     row_ok = _valid(row_mask, (bsz, m), sim.device)
     col_ok = _valid(col_mask, (bsz, n), sim.device)

@@ -56,14 +56,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _load(args):
     import torch
 
-    from iclr26.fastcar.experiments import _prompts
     from iclr26.fastcar.layout import FrameLayout
     from iclr26.fastcar.replay import ReplayConfig
-    from iclr26.fastcar.toy import load_toy
+    from iclr26.fastcar.toy import load_toy, toy_prompts
 
     torch.set_num_threads(1)
     toy = load_toy(args.model)
-    prompts = _prompts(toy, args.videos, args.frames, args.seed)
+    prompts = toy_prompts(toy, args.videos, args.frames, args.seed)
     layout = FrameLayout(toy.vocab.tokens_per_frame, toy.vocab.prefix_len)
     cfg = ReplayConfig(layout, score=args.score, decision=args.decision, seed=args.seed)
     cfg.layer_thresholds(toy.preset.num_layers)
@@ -114,10 +113,10 @@ def _decode_setup(parser: argparse.ArgumentParser):
         from PIL import Image
 
         from iclr26.fastcar.calibrate import calibrate, decode
-        from iclr26.fastcar.experiments import _frames
         from iclr26.fastcar.hf import enable_fastcar, generate_video
         from iclr26.fastcar.metrics import frame_psnr, token_agreement
         from iclr26.fastcar.models import TinyARVideoLM
+        from iclr26.fastcar.toy import decode_frames
         from iclr26.shared import write_json
 
         toy, prompts, cfg = _load(args)
@@ -141,8 +140,8 @@ def _decode_setup(parser: argparse.ArgumentParser):
         else:
             r = model.decode(prompts.prefix, num_tokens, replay=cfg, allowed_vocab=k, noise_seed=ns)
             tokens, stats = r.tokens, r.state.stats
-        frames = _frames(toy, tokens, args.frames)
-        ref = _frames(toy, dense, args.frames)
+        frames = decode_frames(toy, tokens, args.frames)
+        ref = decode_frames(toy, dense, args.frames)
         tiles = np.concatenate([np.concatenate(list(v), 1) for v in frames], 0)
         big = lambda a: Image.fromarray((np.clip(a, 0, 1) * 255).astype(np.uint8)).resize(  # noqa: E731
             (a.shape[1] * 4, a.shape[0] * 4), Image.NEAREST

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from iclr26.fastcar.calibrate import calibrate, record
 from iclr26.fastcar.cost import amdahl_bound
-from iclr26.fastcar.data import DigitClassifier, moving_digits, trajectory
+from iclr26.fastcar.data import DigitClassifier
 from iclr26.fastcar.layout import FrameLayout
 from iclr26.fastcar.metrics import drift_slope, frame_psnr, spearman_per_layer, token_agreement
 from iclr26.fastcar.models import TinyARVideoLM
 from iclr26.fastcar.replay import ReplayConfig
-from iclr26.fastcar.toy import ToyModel, ToyPreset, build_model, load_toy
+from iclr26.fastcar.toy import (
+    ToyModel,
+    ToyPreset,
+    build_model,
+    decode_frames,
+    load_toy,
+    toy_prompts,
+)
 
 __all__ = ["bench", "decode_sweep", "reproduce", "time_split"]
 
@@ -28,26 +34,6 @@ CLAIM = (
 )
 BENCH_PRESET = ToyPreset(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=4,
                          intermediate_size=1024)  # fmt: skip
-
-
-@dataclass
-class _Prompts:
-    prefix: torch.Tensor
-    labels: np.ndarray
-    corners: np.ndarray
-
-
-def _prompts(toy: ToyModel, n: int, frames: int, seed: int) -> _Prompts:
-    v = moving_digits(n, 1, toy.preset.canvas, seed=seed)
-    prefix = torch.as_tensor(toy.vocab.prefix(v["label"], v["velocity"], v["y0"], v["x0"]))
-    corners = trajectory(v["y0"], v["x0"], v["velocity"], frames, toy.preset.canvas)
-    return _Prompts(prefix, v["label"], corners)
-
-
-def _frames(toy: ToyModel, tokens: torch.Tensor, frames: int) -> np.ndarray:
-    n = toy.vocab.tokens_per_frame
-    codes = tokens[:, toy.vocab.prefix_len :].reshape(len(tokens), frames, n).cpu().numpy()
-    return toy.tokenizer.decode(codes, toy.preset.canvas)
 
 
 def _timeit(fn, repeats: int):
@@ -86,7 +72,7 @@ def time_split(
 
 
 def _quality(toy, clf, prompts, frames, tokens, dense_tokens, dense_frames) -> dict:
-    fr = _frames(toy, tokens, frames)
+    fr = decode_frames(toy, tokens, frames)
     psnr = frame_psnr(fr, dense_frames)
     mse = ((fr - dense_frames) ** 2).mean(axis=(0, 2, 3))
     acc = clf.accuracy_per_frame(fr, prompts.corners, prompts.labels)
@@ -111,12 +97,12 @@ def decode_sweep(
     num_tokens = frames * n
     layout = FrameLayout(n, toy.vocab.prefix_len)
     k = toy.preset.codebook_size
-    evalp = _prompts(toy, num_videos, frames, seed + 1000)
-    calp = _prompts(toy, max(8, num_videos // 2), frames, seed + 2000)
+    evalp = toy_prompts(toy, num_videos, frames, seed + 1000)
+    calp = toy_prompts(toy, max(8, num_videos // 2), frames, seed + 2000)
     clf = DigitClassifier(seed=seed)
     ns = seed + 7  # shared per-position sampling noise: runs differ only through their logits
     dense = native.decode(evalp.prefix, num_tokens, allowed_vocab=k, noise_seed=ns)
-    dense_frames = _frames(toy, dense.tokens, frames)
+    dense_frames = decode_frames(toy, dense.tokens, frames)
     ref_acc = clf.accuracy_per_frame(dense_frames, evalp.corners, evalp.labels)
     rows, extra = [], {"dense_frames": dense_frames, "dense_cls_acc": float(ref_acc.mean()),
                        "curves": {}}  # fmt: skip
@@ -268,7 +254,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
     # E1: TAS vs true MLP-output change, per layer (dense decode, HF path)
     n = toy.vocab.tokens_per_frame
     layout = FrameLayout(n, toy.vocab.prefix_len)
-    p = _prompts(toy, 4 if quick else 16, frames, seed + 3000)
+    p = toy_prompts(toy, 4 if quick else 16, frames, seed + 3000)
     st = record(toy.model, p.prefix, frames * n, ReplayConfig(layout, seed=seed),
                 allowed_vocab=toy.preset.codebook_size, noise_seed=seed + 5)  # fmt: skip
     rho = spearman_per_layer(st.records)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iclr26.fastcar.data import PatchTokenizer, VideoTokens, moving_digits
+from iclr26.fastcar.data import PatchTokenizer, VideoTokens, moving_digits, trajectory
 
 __all__ = [
     "ToyModel",
@@ -161,3 +161,27 @@ def load_toy(
     tok.codebook_ = load_file(str(path / "tokenizer.safetensors"))["codebook"]
     vocab = VideoTokens(preset.codebook_size, preset.canvas, preset.patch)
     return ToyModel(model, tok, vocab, preset)
+
+
+@dataclass
+class ToyPrompts:
+    """Prompts for the toy model: prefix tokens, digit labels and the true sprite corners."""
+
+    prefix: torch.Tensor
+    labels: np.ndarray
+    corners: np.ndarray
+
+
+def toy_prompts(toy: ToyModel, n: int, frames: int, seed: int) -> ToyPrompts:
+    """``n`` seeded moving-digit prompts and the ground-truth trajectory over ``frames``."""
+    v = moving_digits(n, 1, toy.preset.canvas, seed=seed)
+    prefix = torch.as_tensor(toy.vocab.prefix(v["label"], v["velocity"], v["y0"], v["x0"]))
+    corners = trajectory(v["y0"], v["x0"], v["velocity"], frames, toy.preset.canvas)
+    return ToyPrompts(prefix, v["label"], corners)
+
+
+def decode_frames(toy: ToyModel, tokens: torch.Tensor, frames: int) -> np.ndarray:
+    """Decode generated token rows (prefix included) into ``frames`` images per video."""
+    n = toy.vocab.tokens_per_frame
+    codes = tokens[:, toy.vocab.prefix_len :].reshape(len(tokens), frames, n).cpu().numpy()
+    return toy.tokenizer.decode(codes, toy.preset.canvas)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from iclr26.shared import progress as progress_bar
 from iclr26.splat_distill.data import MultiViewData
-from iclr26.splat_distill.evaluation import _sample, gt_correspondences
+from iclr26.splat_distill.evaluation import gt_correspondences, sample_features
 from iclr26.splat_distill.gaussians import Gaussians, pixel_aligned_gaussians
 from iclr26.splat_distill.raster import compositing_weights
 
@@ -155,8 +155,8 @@ def mef_like(
             )  # fmt: skip
             if len(uv0) < 2:
                 continue
-            a = F.normalize(_sample(f[b], uv0, H, H), dim=-1)
-            c = F.normalize(_sample(f[batch + b], uv1, H, H), dim=-1)
+            a = F.normalize(sample_features(f[b], uv0, H, H), dim=-1)
+            c = F.normalize(sample_features(f[batch + b], uv1, H, H), dim=-1)
             logits = a @ c.T / tau
             lbl = torch.arange(len(uv0))
             losses.append(0.5 * (F.cross_entropy(logits, lbl) + F.cross_entropy(logits.T, lbl)))

@@ -42,7 +42,7 @@ def _render_setup(parser: argparse.ArgumentParser):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from iclr26.splat_distill.experiments import _pca_rgb
+        from iclr26.splat_distill.experiments import pca_rgb
         from iclr26.splat_distill.gaussians import Gaussians
         from iclr26.splat_distill.geometry import Camera
         from iclr26.splat_distill.raster import rasterize_features
@@ -59,7 +59,7 @@ def _render_setup(parser: argparse.ArgumentParser):
         cam = Camera(ct["K"].float(), ct["c2w"].float(), args.height, args.width)
         r = rasterize_features(g, cam, backend=args.backend)
         f = r["features"]
-        img = f.permute(1, 2, 0).clamp(0, 1).numpy() if f.shape[0] == 3 else _pca_rgb([f])[0]
+        img = f.permute(1, 2, 0).clamp(0, 1).numpy() if f.shape[0] == 3 else pca_rgb([f])[0]
         plt.imsave(out, img)
         print(f"wrote {out} ({f.shape[0]} channels, mean alpha {float(r['alpha'].mean()):.3f})")
         return 0
@@ -167,7 +167,7 @@ def _probe_setup(parser: argparse.ArgumentParser):
 
         from iclr26.shared import write_json
         from iclr26.splat_distill.data import make_dataset
-        from iclr26.splat_distill.experiments import _pairs, evaluate
+        from iclr26.splat_distill.experiments import eval_pairs, evaluate
         from iclr26.splat_distill.models import load_pretrained_vfm
 
         torch.set_num_threads(1)
@@ -175,7 +175,7 @@ def _probe_setup(parser: argparse.ArgumentParser):
         size = model.config["img_size"]
         train = make_dataset(args.train_scenes, size=size, seed=10_000 + args.seed)
         test = make_dataset(args.scenes, size=size, seed=20_000 + args.seed)
-        m = evaluate(model, train, test, _pairs(test, 100, args.seed), seed=args.seed)
+        m = evaluate(model, train, test, eval_pairs(test, 100, args.seed), seed=args.seed)
         for k, v in m.items():
             print(f"{k}: {v:.4f}")
         if out is not None:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from iclr26.splat_distill.geometry import (
     Camera,
-    _check_tensor,
+    check_tensor,
     pixel_grid,
     project_points,
     unproject_depth,
@@ -43,8 +43,8 @@ def gt_correspondences(
 
     Returns ``uv0``, ``uv1`` [M, 2] continuous pixel coordinates (M ≤ ``num_corr``).
     """
-    _check_tensor(depth0, "depth0", (cam0.height, cam0.width))
-    _check_tensor(depth1, "depth1", (cam1.height, cam1.width))
+    check_tensor(depth0, "depth0", (cam0.height, cam0.width))
+    check_tensor(depth1, "depth1", (cam1.height, cam1.width))
     if isinstance(num_corr, bool) or not isinstance(num_corr, int) or num_corr < 1:
         raise ValueError(f"num_corr must be an int ≥ 1, got {num_corr!r}")
     g = torch.Generator().manual_seed(int(seed))
@@ -69,7 +69,7 @@ def gt_correspondences(
     return uv0[keep], uv1[keep]
 
 
-def _sample(f: Tensor, uv: Tensor, H: int, W: int) -> Tensor:
+def sample_features(f: Tensor, uv: Tensor, H: int, W: int) -> Tensor:
     """Bilinear feature lookup [M, C] at pixel coordinates uv of an H×W image (f spans the image)."""
     grid = torch.stack([uv[:, 0] / W * 2 - 1, uv[:, 1] / H * 2 - 1], -1)
     return F.grid_sample(
@@ -102,8 +102,8 @@ def correspondence_recall(
         raise ValueError(
             f"f0 and f1 must have the same channels, got {f0.shape[0]} and {f1.shape[0]}"
         )
-    _check_tensor(uv0, "uv0", (None, 2))
-    _check_tensor(uv1, "uv1", (uv0.shape[0], 2))
+    check_tensor(uv0, "uv0", (None, 2))
+    check_tensor(uv1, "uv1", (uv0.shape[0], 2))
     H, W = image_size
     M = uv0.shape[0]
     if M == 0:
@@ -112,7 +112,7 @@ def correspondence_recall(
             "consistency": float("nan"),
             "n": 0,
         }
-    q = F.normalize(_sample(f0, uv0, H, W), dim=-1)
+    q = F.normalize(sample_features(f0, uv0, H, W), dim=-1)
     dense = F.normalize(
         F.interpolate(f1[None], size=(H, W), mode="bilinear", align_corners=False)[0], dim=0
     )
@@ -120,7 +120,7 @@ def correspondence_recall(
     best = sims.argmax(1)
     pred = pixel_grid(H, W, dtype=uv1.dtype).reshape(-1, 2)[best]
     err = (pred - uv1).norm(dim=-1)
-    p = F.normalize(_sample(f1, uv1, H, W), dim=-1)
+    p = F.normalize(sample_features(f1, uv1, H, W), dim=-1)
     out = {f"recall@{t:g}": float((err <= t).float().mean()) for t in px_thresholds}
     out["consistency"] = float((q * p).sum(-1).mean())
     out["n"] = M

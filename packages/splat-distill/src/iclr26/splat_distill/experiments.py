@@ -65,7 +65,8 @@ def _tokens(model, images: torch.Tensor, chunk: int = 64) -> torch.Tensor:
     return torch.cat([model(images[i : i + chunk]) for i in range(0, images.shape[0], chunk)])
 
 
-def _pairs(data: MultiViewData, n_corr: int, seed: int) -> list[dict[str, Any]]:
+def eval_pairs(data: MultiViewData, n_corr: int, seed: int) -> list[dict[str, Any]]:
+    """Every view pair of every scene with ``n_corr`` seeded ground-truth correspondences."""
     out = []
     for s in range(data.n_scenes):
         for v0 in range(data.n_views):
@@ -207,7 +208,8 @@ def _methods(quick: bool) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def _pca_rgb(feats: list[torch.Tensor]) -> list[np.ndarray]:
+def pca_rgb(feats: list[torch.Tensor]) -> list[np.ndarray]:
+    """Project feature maps [C, H, W] onto their joint top-3 principal components as RGB."""
     X = torch.cat([f.flatten(1).T for f in feats])
     X = X - X.mean(0)
     _, _, Vt = torch.linalg.svd(X, full_matrices=False)
@@ -246,7 +248,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     for sd in seeds:
         train = make_dataset(n_train, n_views=6, size=32, seed=10_000 + sd, progress=False)
         test = make_dataset(n_test, n_views=6, size=32, seed=20_000 + sd, progress=False)
-        pairs = _pairs(test, 100, sd)
+        pairs = eval_pairs(test, 100, sd)
         track_pairs = [p for p in pairs if p["s"] < 3]
         for name, over in _methods(quick):
             t = time.perf_counter()
@@ -378,7 +380,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     fig, ax = plt.subplots(4, 4, figsize=(10, 9.5))
     imgs = feats_fig.pop("_rgb")
     names = list(feats_fig)
-    pcs = _pca_rgb(
+    pcs = pca_rgb(
         [
             F.interpolate(feats_fig[n], size=(32, 32), mode="bilinear", align_corners=False)[v]
             for n in names

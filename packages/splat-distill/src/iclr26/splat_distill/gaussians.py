@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from iclr26.splat_distill.geometry import Camera, _check_tensor, unproject_depth
+from iclr26.splat_distill.geometry import Camera, check_tensor, unproject_depth
 
 __all__ = ["Gaussians", "build_covariance", "pixel_aligned_gaussians", "quat_to_rotmat"]
 
@@ -36,11 +36,11 @@ class Gaussians:
     features: Tensor
 
     def __post_init__(self) -> None:
-        _check_tensor(self.means, "means", (None, 3))
+        check_tensor(self.means, "means", (None, 3))
         n = self.means.shape[0]
-        _check_tensor(self.covs, "covs", (n, 3, 3))
-        _check_tensor(self.opacities, "opacities", (n,))
-        _check_tensor(self.features, "features", (n, None))
+        check_tensor(self.covs, "covs", (n, 3, 3))
+        check_tensor(self.opacities, "opacities", (n,))
+        check_tensor(self.features, "features", (n, None))
         if n and ((self.opacities < 0).any() or (self.opacities > 1).any()):
             raise ValueError("opacities must lie in [0, 1]")
         if n:
@@ -74,7 +74,7 @@ class Gaussians:
 
 def quat_to_rotmat(quats: Tensor) -> Tensor:
     """Unit quaternions ``(w, x, y, z)`` [N,4] (normalised here) → rotation matrices [N,3,3]."""
-    _check_tensor(quats, "quats", (None, 4))
+    check_tensor(quats, "quats", (None, 4))
     norm = quats.norm(dim=-1, keepdim=True)
     if (norm < 1e-12).any():
         raise ValueError("quats must be non-zero")
@@ -91,8 +91,8 @@ def quat_to_rotmat(quats: Tensor) -> Tensor:
 
 def build_covariance(scales: Tensor, quats: Tensor) -> Tensor:
     """``Σ = R S Sᵀ Rᵀ`` [N,3,3] from positive ``scales`` [N,3] and quaternions [N,4] (3DGS)."""
-    _check_tensor(scales, "scales", (None, 3))
-    _check_tensor(quats, "quats", (scales.shape[0], 4))
+    check_tensor(scales, "scales", (None, 3))
+    check_tensor(quats, "quats", (scales.shape[0], 4))
     if (scales <= 0).any():
         raise ValueError("scales must be positive")
     M = quat_to_rotmat(quats) * scales[:, None, :]
@@ -129,7 +129,7 @@ def pixel_aligned_gaussians(
     Returns:
         :class:`Gaussians` with N = (H/stride)·(W/stride).
     """
-    _check_tensor(depth, "depth", (cam.height, cam.width))
+    check_tensor(depth, "depth", (cam.height, cam.width))
     if (depth <= 0).any():
         raise ValueError("depth must be positive everywhere")
     if not isinstance(features, Tensor) or features.ndim != 3:
@@ -140,7 +140,7 @@ def pixel_aligned_gaussians(
         raise ValueError(
             f"features spatial size {tuple(features.shape[1:])} does not match depth {tuple(depth.shape)}"
         )
-    _check_tensor(features, "features", (None, None, None))
+    check_tensor(features, "features", (None, None, None))
     if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
         raise ValueError(f"stride must be an int ≥ 1, got {stride!r}")
     H, W = depth.shape
@@ -159,12 +159,12 @@ def pixel_aligned_gaussians(
         d = depth[off::stride, off::stride]
         feats = F.avg_pool2d(features[None], stride)[0]
         if normals is not None:
-            _check_tensor(normals, "normals", (H, W, 3))
+            check_tensor(normals, "normals", (H, W, 3))
             normals = normals[off::stride, off::stride]
     else:
         d, feats = depth, features
         if normals is not None:
-            _check_tensor(normals, "normals", (H, W, 3))
+            check_tensor(normals, "normals", (H, W, 3))
     f = 0.5 * (cam.K[0, 0] + cam.K[1, 1]).to(depth.dtype)
     sigma = (scale_px * stride * d / f).reshape(-1)
     n = sigma.shape[0]

@@ -38,7 +38,9 @@ __all__ = [
 PIXEL_CENTER = 0.5
 
 
-def _check_tensor(x, name: str, shape: tuple[int | None, ...]) -> Tensor:
+def check_tensor(x, name: str, shape: tuple[int | None, ...]) -> Tensor:
+    """Return ``x`` if it is a finite floating-point tensor of ``shape`` (None = any size);
+    otherwise raise TypeError/ValueError naming ``name``. Integer tensors are refused."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.ndim != len(shape) or any(
@@ -67,8 +69,8 @@ class Camera:
     width: int
 
     def __post_init__(self) -> None:
-        _check_tensor(self.K, "K", (3, 3))
-        _check_tensor(self.c2w, "c2w", (4, 4))
+        check_tensor(self.K, "K", (3, 3))
+        check_tensor(self.c2w, "c2w", (4, 4))
         for name in ("height", "width"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -119,7 +121,7 @@ class Camera:
 
 def normalize_K(K: Tensor, height: int, width: int) -> Tensor:
     """Pixel intrinsics → normalised intrinsics (first row / width, second row / height)."""
-    _check_tensor(K, "K", (3, 3))
+    check_tensor(K, "K", (3, 3))
     out = K.clone()
     out[0] = out[0] / width
     out[1] = out[1] / height
@@ -129,7 +131,7 @@ def normalize_K(K: Tensor, height: int, width: int) -> Tensor:
 
 def denormalize_K(K: Tensor, height: int, width: int) -> Tensor:
     """Normalised intrinsics → pixel intrinsics (inverse of :func:`normalize_K`)."""
-    _check_tensor(K, "K", (3, 3))
+    check_tensor(K, "K", (3, 3))
     out = K.clone()
     out[0] = out[0] * width
     out[1] = out[1] * height
@@ -146,7 +148,7 @@ def pixel_grid(height: int, width: int, *, device=None, dtype=torch.float32) -> 
     return torch.stack([u, v], dim=-1)
 
 
-def _camera_dirs(cam: Camera) -> Tensor:
+def camera_dirs(cam: Camera) -> Tensor:
     """Camera-frame ray directions with z = 1 for every pixel, [H, W, 3]."""
     uv = pixel_grid(cam.height, cam.width, device=cam.K.device, dtype=cam.K.dtype)
     fx, fy, cx, cy = cam.K[0, 0], cam.K[1, 1], cam.K[0, 2], cam.K[1, 2]
@@ -157,20 +159,20 @@ def _camera_dirs(cam: Camera) -> Tensor:
 
 def depth_to_ray_length(depth: Tensor, cam: Camera) -> Tensor:
     """Camera-z depth [H, W] → Euclidean distance from the camera centre along each ray."""
-    _check_tensor(depth, "depth", (cam.height, cam.width))
-    return depth * _camera_dirs(cam).to(depth.dtype).norm(dim=-1)
+    check_tensor(depth, "depth", (cam.height, cam.width))
+    return depth * camera_dirs(cam).to(depth.dtype).norm(dim=-1)
 
 
 def ray_length_to_depth(length: Tensor, cam: Camera) -> Tensor:
     """Inverse of :func:`depth_to_ray_length`."""
-    _check_tensor(length, "length", (cam.height, cam.width))
-    return length / _camera_dirs(cam).to(length.dtype).norm(dim=-1)
+    check_tensor(length, "length", (cam.height, cam.width))
+    return length / camera_dirs(cam).to(length.dtype).norm(dim=-1)
 
 
 def unproject_depth(depth: Tensor, cam: Camera) -> Tensor:
     """World points of every pixel centre, [H, W, 3], from camera-z ``depth`` [H, W]."""
-    _check_tensor(depth, "depth", (cam.height, cam.width))
-    X_cam = _camera_dirs(cam).to(depth.dtype) * depth[..., None]
+    check_tensor(depth, "depth", (cam.height, cam.width))
+    X_cam = camera_dirs(cam).to(depth.dtype) * depth[..., None]
     c2w = cam.c2w.to(depth.dtype)
     return X_cam @ c2w[:3, :3].T + c2w[:3, 3]
 
@@ -180,7 +182,7 @@ def project_points(X: Tensor, cam: Camera) -> tuple[Tensor, Tensor]:
 
     Points with z ≤ 0 get ``uv`` = NaN (they are behind the camera).
     """
-    _check_tensor(X, "X", (None, 3))
+    check_tensor(X, "X", (None, 3))
     w2c = cam.w2c.to(X.dtype)
     Xc = X @ w2c[:3, :3].T + w2c[:3, 3]
     z = Xc[:, 2]
@@ -198,8 +200,8 @@ def relative_pose(cam_a: Camera, cam_b: Camera) -> Tensor:
 
 def look_at(eye: Tensor, target: Tensor, up: Tensor | None = None) -> Tensor:
     """OpenCV ``c2w`` [4,4] of a camera at ``eye`` looking at ``target`` (world up = +z)."""
-    _check_tensor(eye, "eye", (3,))
-    _check_tensor(target, "target", (3,))
+    check_tensor(eye, "eye", (3,))
+    check_tensor(target, "target", (3,))
     up = torch.tensor([0.0, 0.0, 1.0], dtype=eye.dtype, device=eye.device) if up is None else up
     fwd = target - eye
     if fwd.norm() < 1e-9:

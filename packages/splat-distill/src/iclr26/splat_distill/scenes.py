@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from iclr26.splat_distill.geometry import Camera, _camera_dirs, intrinsics, look_at
+from iclr26.splat_distill.geometry import Camera, camera_dirs, intrinsics, look_at
 
 __all__ = ["N_CLASSES", "Scene", "View", "orbit_cameras", "random_scene", "render_view"]
 
@@ -105,7 +105,7 @@ def render_view(scene: Scene, cam: Camera) -> View:
         raise TypeError(f"cam must be a Camera, got {type(cam).__name__}")
     cam = cam.to(dtype=torch.float32, device="cpu")
     H, W = cam.height, cam.width
-    d_cam = _camera_dirs(cam).reshape(-1, 3)  # z = 1: the ray parameter t is camera-z depth
+    d_cam = camera_dirs(cam).reshape(-1, 3)  # z = 1: the ray parameter t is camera-z depth
     R = cam.c2w[:3, :3]
     o = cam.c2w[:3, 3]
     d = d_cam @ R.T
