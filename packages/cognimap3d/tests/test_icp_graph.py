@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from iclr26.cognimap3d.graph import PoseGraph
-from iclr26.cognimap3d.icp import icp
+from iclr26.cognimap3d.icp import estimate_normals, icp
 from iclr26.cognimap3d.metrics import ate
 from iclr26.cognimap3d.se3 import exp_se3, invert, log_so3
 
@@ -145,3 +145,65 @@ def test_robust_weights_match_gtsam(kind):
     }[kind].Create(1.345)
     for e in (0.1, 1.0, 1.345, 2.0, 10.0):
         assert abs(robust_weight(np.array([e]), kind, 1.345)[0] - est.weight(e)) < 1e-12
+
+
+def _rigid_problem(seed=0, n_dst=20000, n_src=3000, noise=0.002):
+    rng = np.random.default_rng(seed)
+    dst = _box_cloud(rng, n_dst)
+    T = exp_se3(np.r_[np.radians([8.0, -10.0, 12.0]) * 0.9, 0.05, -0.04, 0.03])
+    src_clean = _box_cloud(np.random.default_rng(seed + 1), n_src)
+    src = (src_clean - T[:3, 3]) @ T[:3, :3] + noise * rng.normal(size=src_clean.shape)
+    return src, dst, T
+
+
+def _errors(T_true, T_est):
+    err = invert(T_true) @ T_est
+    return np.degrees(np.linalg.norm(log_so3(err[:3, :3]))), np.linalg.norm(err[:3, 3])
+
+
+def test_normals_of_a_plane_are_its_axis():
+    rng = np.random.default_rng(0)
+    p = np.c_[rng.uniform(-1, 1, (500, 2)), np.zeros(500)]
+    n = estimate_normals(p, k=8)
+    np.testing.assert_allclose(np.abs(n[:, 2]), 1.0, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(n, axis=1), 1.0)
+
+
+def test_point_to_plane_recovers_transform_in_fewer_iterations():
+    src, dst, T = _rigid_problem()
+    p2p = icp(src, dst, max_iter=60, max_corr=0.3)
+    p2l = icp(src, dst, max_iter=60, max_corr=0.3, method="point_to_plane")
+    rot, trans = _errors(T, p2l.T)
+    assert rot < 0.5
+    assert trans < 0.01
+    assert p2l.fitness > 0.95
+    assert p2l.converged
+    assert p2l.n_iter < p2p.n_iter
+
+
+def test_plane_step_is_exact_for_a_small_motion_on_planes():
+    # residuals linear in (ω, t) at first order: one step from a tiny motion lands within O(θ²)
+    rng = np.random.default_rng(3)
+    q = _box_cloud(rng, 4000)
+    n = estimate_normals(q)
+    T = exp_se3(np.r_[1e-3, -2e-3, 1.5e-3, 2e-3, -1e-3, 3e-3])
+    p = q @ T[:3, :3].T + T[:3, 3]
+    res = icp(p, q, max_iter=1, max_corr=0.05, method="point_to_plane", dst_normals=n, tol=0)
+    rot, trans = _errors(invert(T), res.T)
+    assert rot < 0.02
+    assert trans < 1e-4
+
+
+@pytest.mark.parametrize("backend", ["small_gicp", "open3d"])
+@pytest.mark.parametrize("method", ["point_to_point", "point_to_plane"])
+def test_external_backends_agree_with_scipy(backend, method):
+    pytest.importorskip(backend)
+    src, dst, T = _rigid_problem(n_dst=8000, n_src=1500)
+    ours = icp(src, dst, max_iter=60, max_corr=0.3, method=method)
+    theirs = icp(src, dst, max_iter=60, max_corr=0.3, method=method, backend=backend)
+    for res in (ours, theirs):
+        rot, trans = _errors(T, res.T)
+        assert rot < 0.5
+        assert trans < 0.01
+        assert res.fitness > 0.9
+    assert abs(ours.rmse - theirs.rmse) < 1e-3

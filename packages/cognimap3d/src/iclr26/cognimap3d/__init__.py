@@ -20,7 +20,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "data": ["RevisitWorld", "Sequence", "load_tum", "look_at", "make_visits", "save_tum"],
         "flow": ["ego_flow", "fb_consistency", "observed_flow"],
         "graph": ["PoseGraph"],
-        "icp": ["IcpResult", "icp"],
+        "icp": ["IcpResult", "estimate_normals", "icp"],
         "memory": ["MemoryBank", "RelocResult", "descriptor_2d", "descriptor_3d"],
         "metrics": [
             "align_trajectory",
