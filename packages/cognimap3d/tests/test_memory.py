@@ -96,3 +96,25 @@ def test_corrupted_and_incompatible_files_refused(tmp_path, rng):
     np.savez(tmp_path / "missing.npz", **data)
     with pytest.raises(ValueError, match="incomplete"):
         MemoryBank.load(tmp_path / "missing.npz")
+
+
+def test_correspondences_are_inliers_under_the_recall_transform(rng):
+    from iclr26.cognimap3d.se3 import exp_se3, invert
+
+    scene = rng.uniform(0, 3, (4000, 3))
+    bank = MemoryBank(voxel=0.05, icp_max_corr=0.1)
+    sid = bank.store(scene, None, [])
+    T = exp_se3(np.r_[0.1, -0.2, 0.05, 0.5, 0.2, -0.1])
+    stored = bank.scenes[sid].points
+    q = stored[:500] @ invert(T)[:3, :3].T + invert(T)[:3, 3]  # camera-frame copies
+    q = np.vstack((q, rng.uniform(10, 11, (50, 3))))  # points with no scene neighbour
+    p, qq = bank.correspondences(q, sid, T, limit=300)
+    assert len(p) == 300
+    np.testing.assert_allclose(qq @ T[:3, :3].T + T[:3, 3], p, atol=1e-9)
+    assert (qq < 5).all()  # the far points never match
+    p_all, _ = bank.correspondences(q, sid, T, limit=10_000)
+    assert len(p_all) == 500
+    with pytest.raises(ValueError, match="limit"):
+        bank.correspondences(q, sid, T, limit=0)
+    with pytest.raises(ValueError, match="scene_id"):
+        bank.correspondences(q, sid + 1, T)

@@ -84,3 +84,23 @@ def test_two_visits_of_60_frames_under_60_s():
     r = s.process_visit(vs[1], 1)
     assert time.perf_counter() - t0 < 60
     assert r.scene_id == 0
+
+
+def test_landmark_terms_enter_the_graph_after_a_recall(monkeypatch):
+    from iclr26.cognimap3d.graph import PoseGraph
+
+    added = []
+    original = PoseGraph.add_landmarks
+
+    def spy(self, i, p_world, q_cam, sigma, robust="huber", k=1.345):
+        added.append((i, len(p_world)))
+        return original(self, i, p_world, q_cam, sigma, robust, k)
+
+    monkeypatch.setattr(PoseGraph, "add_landmarks", spy)
+    vs = make_visits(RevisitWorld(seed=0), 2, 48)
+    s = CogniMap3D(CogniMap3DConfig(masking="gt", landmarks=50), NoisyOraclePrior(seed=1))
+    s.process_visit(vs[0], 0)
+    r = s.process_visit(vs[1], 1)
+    assert r.anchors
+    assert [i for i, _ in added] == r.anchors
+    assert all(0 < m <= 50 for _, m in added)

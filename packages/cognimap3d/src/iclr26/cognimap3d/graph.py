@@ -1,8 +1,9 @@
-"""Pose-graph optimisation (spec §4.4): priors, odometry (between) factors and relocalisation
-anchors with optional Huber/Cauchy kernels, solved by Levenberg–Marquardt on SE(3) with right
+"""Pose-graph optimisation (spec §4.4): priors, odometry (between) factors, relocalisation
+anchors and static-landmark terms (recalled memory points seen again) with optional Huber/Cauchy
+kernels, solved by Levenberg–Marquardt on SE(3) with right
 perturbations ``X ← X·Exp(δ)``. Two backends: numpy (sparse normal equations, batched
-central-difference Jacobians) and gtsam (``PriorFactorPose3``, ``BetweenFactorPose3``,
-``noiseModel.Robust``). Both minimise the same cost; twists are (ω, v) in both."""
+central-difference Jacobians; analytic landmark Jacobians) and gtsam (``PriorFactorPose3``,
+``BetweenFactorPose3``, ``noiseModel.Robust``, a ``CustomFactor`` per landmark). Both minimise the same cost; twists are (ω, v) in both."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.linalg import spsolve
 
-from iclr26.cognimap3d.se3 import check_poses, exp_se3, log_se3
+from iclr26.cognimap3d.se3 import check_poses, exp_se3, hat, log_se3
 from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
 __all__ = ["PoseGraph", "robust_weight"]
@@ -50,6 +51,16 @@ class _Factor:
     k: float
 
 
+@dataclass
+class _Landmarks:
+    i: int
+    p_world: np.ndarray  # (M, 3)
+    q_cam: np.ndarray  # (M, 3)
+    sigma: float
+    robust: str | None
+    k: float
+
+
 def _inv_rigid(T: np.ndarray) -> np.ndarray:
     R = np.swapaxes(T[..., :3, :3], -1, -2)
     out = np.zeros_like(T)
@@ -71,11 +82,13 @@ class PoseGraph:
     """A pose graph over integer keys with SE(3) poses (camera-to-world).
 
     Residuals (whitened by ``sigmas6`` in (ω, v) order): prior ``Log(Z⁻¹X_i)``, between
-    ``Log(Z⁻¹X_i⁻¹X_j)``; a relocalisation anchor is a prior with a robust kernel.
+    ``Log(Z⁻¹X_i⁻¹X_j)``; a relocalisation anchor is a prior with a robust kernel; a landmark
+    term ``(X_i⁻¹p − q)/σ`` per recalled memory point ``p`` (world) seen at ``q`` (camera i).
     """
 
     def __init__(self) -> None:
         self.factors: list[_Factor] = []
+        self.landmarks: list[_Landmarks] = []
 
     def _add(
         self, i: int, j: int, Z: object, sigmas6: object, robust: str | None, k: float
@@ -124,15 +137,48 @@ class PoseGraph:
         """Relocalisation anchor from a verified memory recall: a robust prior (Huber k = 1.345)."""
         self.add_prior(i, T_world_cam, sigmas6, robust, k)
 
+    def add_landmarks(
+        self,
+        i: int,
+        p_world: np.ndarray,
+        q_cam: np.ndarray,
+        sigma: float,
+        robust: str | None = "huber",
+        k: float = 1.345,
+    ) -> None:
+        """Static-landmark terms ``Σ_m ρ(‖X_i⁻¹p_m − q_m‖/σ)`` (spec §4.4): recalled memory
+        points ``p_world`` ``(M, 3)`` matched to points ``q_cam`` ``(M, 3)`` of keyframe ``i``
+        in its camera frame (e.g. ICP inliers of a verified recall); ``sigma`` in metres."""
+        check_int(i, "i", low=0)
+        check_array(p_world, "p_world", shape=(None, 3))
+        check_array(q_cam, "q_cam", shape=(len(p_world), 3))
+        if len(p_world) == 0:
+            raise ValueError("p_world holds no points")
+        check_range(sigma, "sigma", low=0, low_inclusive=False)
+        check_choice(robust, "robust", ROBUST)
+        check_range(k, "k", low=0, low_inclusive=False)
+        self.landmarks.append(
+            _Landmarks(
+                i, np.asarray(p_world, float).copy(), np.asarray(q_cam, float).copy(),
+                float(sigma), robust, float(k),
+            )
+        )  # fmt: skip
+
     def keys(self) -> list[int]:
         """The keys any factor touches, sorted."""
-        return sorted({f.i for f in self.factors} | {f.j for f in self.factors if f.j >= 0})
+        return sorted(
+            {f.i for f in self.factors}
+            | {f.j for f in self.factors if f.j >= 0}
+            | {lm.i for lm in self.landmarks}
+        )
 
     def _validate_initial(self, initial: dict[int, np.ndarray]) -> list[int]:
-        if not self.factors:
+        if not self.factors and not self.landmarks:
             raise ValueError("the graph has no factors")
-        if not any(f.j < 0 for f in self.factors):
-            raise ValueError("the graph needs at least one prior or anchor (gauge freedom)")
+        if not any(f.j < 0 for f in self.factors) and not self.landmarks:
+            raise ValueError(
+                "the graph needs at least one prior, anchor or landmark set (gauge freedom)"
+            )
         keys = self.keys()
         missing = [k for k in keys if k not in initial]
         if missing:
@@ -162,18 +208,33 @@ class PoseGraph:
         """Factor arrays, built once per solve."""
         index = {k: n for n, k in enumerate(keys)}
         fs = self.factors
-        Z = np.stack([f.Z for f in fs])
-        jj = np.array([index[f.j] if f.j >= 0 else -1 for f in fs])
+        Z = np.stack([f.Z for f in fs]) if fs else np.zeros((0, 4, 4))
+        jj = np.array([index[f.j] if f.j >= 0 else -1 for f in fs], dtype=int)
+        lms = self.landmarks
+        count = [len(lm.p_world) for lm in lms]
         return SimpleNamespace(
-            ii=np.array([index[f.i] for f in fs]),
+            ii=np.array([index[f.i] for f in fs], dtype=int),
             jj=jj,
             unary=jj < 0,
             Z=Z,
             Zinv=_inv_rigid(Z),
-            sig=np.stack([f.sigmas for f in fs]),
-            kind=np.array([ROBUST.index(f.robust) for f in fs]),
-            k=np.array([f.k for f in fs]),
+            sig=np.stack([f.sigmas for f in fs]) if fs else np.zeros((0, 6)),
+            kind=np.array([ROBUST.index(f.robust) for f in fs], dtype=int),
+            k=np.array([f.k for f in fs], dtype=float),
+            l_ii=np.repeat([index[lm.i] for lm in lms], count).astype(int),
+            l_p=np.concatenate([lm.p_world for lm in lms]) if lms else np.zeros((0, 3)),
+            l_q=np.concatenate([lm.q_cam for lm in lms]) if lms else np.zeros((0, 3)),
+            l_sig=np.repeat([lm.sigma for lm in lms], count).astype(float),
+            l_kind=np.repeat([ROBUST.index(lm.robust) for lm in lms], count).astype(int),
+            l_k=np.repeat([lm.k for lm in lms], count).astype(float),
         )
+
+    @staticmethod
+    def _landmark_residuals(X: np.ndarray, p: SimpleNamespace) -> tuple[np.ndarray, np.ndarray]:
+        """Whitened landmark residuals ``(M, 3)`` and the points in camera frame ``y = X⁻¹p``."""
+        Xi = X[p.l_ii]
+        y = np.einsum("mba,mb->ma", Xi[:, :3, :3], p.l_p - Xi[:, :3, 3])
+        return (y - p.l_q) / p.l_sig[:, None], y
 
     @staticmethod
     def _errors(X: np.ndarray, p: SimpleNamespace) -> np.ndarray:
@@ -185,21 +246,26 @@ class PoseGraph:
         return E
 
     @staticmethod
-    def _robust(e: np.ndarray, p: SimpleNamespace) -> tuple[np.ndarray, np.ndarray]:
+    def _robust(e: np.ndarray, kind: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ρ(e), IRLS weight) per factor."""
-        k = p.k
         huber_c = np.where(e <= k, 0.5 * e**2, k * e - 0.5 * k * k)
         huber_w = np.where(e <= k, 1.0, k / np.maximum(e, 1e-300))
         cauchy_c = 0.5 * k * k * np.log1p((e / k) ** 2)
         cauchy_w = 1.0 / (1.0 + (e / k) ** 2)
-        none, hub = p.kind == 0, p.kind == 1
+        none, hub = kind == 0, kind == 1
         cost = np.select([none, hub], [0.5 * e**2, huber_c], cauchy_c)
         w = np.select([none, hub], [np.ones_like(e), huber_w], cauchy_w)
         return cost, w
 
     def _cost(self, X: np.ndarray, p: SimpleNamespace) -> float:
-        e = np.linalg.norm(log_se3(self._errors(X, p)) / p.sig, axis=1)
-        return float(self._robust(e, p)[0].sum())
+        total = 0.0
+        if len(p.Z):
+            e = np.linalg.norm(log_se3(self._errors(X, p)) / p.sig, axis=1)
+            total += float(self._robust(e, p.kind, p.k)[0].sum())
+        if len(p.l_p):
+            rl, _ = self._landmark_residuals(X, p)
+            total += float(self._robust(np.linalg.norm(rl, axis=1), p.l_kind, p.l_k)[0].sum())
+        return total
 
     def optimize(
         self,
@@ -234,40 +300,52 @@ class PoseGraph:
         cost = self._cost(X, p)
         diag_idx = np.arange(6 * n)
         for _ in range(max_iters):
-            E = self._errors(X, p)
-            r = log_se3(E) / p.sig
-            _, w = self._robust(np.linalg.norm(r, axis=1), p)
-            Jr = np.empty((m, 6, 6))
-            Ji = np.empty((b.sum(), 6, 6))
-            ZE = Zb @ E[b]
-            for a in range(6):
-                Jr[:, :, a] = (log_se3(E @ Ep[a]) - log_se3(E @ Em[a])) / (2 * h)
-                Ji[:, :, a] = (log_se3(Zib @ Em[a] @ ZE) - log_se3(Zib @ Ep[a] @ ZE)) / (2 * h)
-            Jr /= p.sig[:, :, None]
-            Ji /= p.sig[b][:, :, None]
-            # unary: J wrt X_i is Jr; between: wrt X_i is Ji, wrt X_j is Jr
-            JA = Jr.copy()
-            JA[b] = Ji
-            ia = ii
-            JB, ib, wb = Jr[b], jj[b], w[b]
             g6 = np.zeros((n, 6))
-            np.add.at(g6, ia, w[:, None] * np.einsum("mka,mk->ma", JA, r))
-            np.add.at(g6, ib, wb[:, None] * np.einsum("mka,mk->ma", JB, r[b]))
-            g = g6.ravel()
-            JAb = JA[b]
             blocks, rows, cols = [], [], []
-            for A, ra_i, B, cb_i, ww in (
-                (JA, ia, JA, ia, w),
-                (JB, ib, JB, ib, wb),
-                (JAb, ia[b], JB, ib, wb),
-                (JB, ib, JAb, ia[b], wb),
-            ):
-                blk = ww[:, None, None] * np.einsum("mka,mkb->mab", A, B)
+
+            def put(blk, ra_i, cb_i, blocks=blocks, rows=rows, cols=cols):
                 ra = 6 * ra_i[:, None, None] + np.arange(6)[None, :, None]
                 cb = 6 * cb_i[:, None, None] + np.arange(6)[None, None, :]
                 blocks.append(blk.ravel())
                 rows.append(np.broadcast_to(ra, blk.shape).ravel())
                 cols.append(np.broadcast_to(cb, blk.shape).ravel())
+
+            if m:
+                E = self._errors(X, p)
+                r = log_se3(E) / p.sig
+                _, w = self._robust(np.linalg.norm(r, axis=1), p.kind, p.k)
+                Jr = np.empty((m, 6, 6))
+                Ji = np.empty((b.sum(), 6, 6))
+                ZE = Zb @ E[b]
+                for a in range(6):
+                    Jr[:, :, a] = (log_se3(E @ Ep[a]) - log_se3(E @ Em[a])) / (2 * h)
+                    Ji[:, :, a] = (log_se3(Zib @ Em[a] @ ZE) - log_se3(Zib @ Ep[a] @ ZE)) / (2 * h)
+                Jr /= p.sig[:, :, None]
+                Ji /= p.sig[b][:, :, None]
+                # unary: J wrt X_i is Jr; between: wrt X_i is Ji, wrt X_j is Jr
+                JA = Jr.copy()
+                JA[b] = Ji
+                ia = ii
+                JB, ib, wb = Jr[b], jj[b], w[b]
+                np.add.at(g6, ia, w[:, None] * np.einsum("mka,mk->ma", JA, r))
+                np.add.at(g6, ib, wb[:, None] * np.einsum("mka,mk->ma", JB, r[b]))
+                JAb = JA[b]
+                for A, ra_i, B, cb_i, ww in (
+                    (JA, ia, JA, ia, w),
+                    (JB, ib, JB, ib, wb),
+                    (JAb, ia[b], JB, ib, wb),
+                    (JB, ib, JAb, ia[b], wb),
+                ):
+                    put(ww[:, None, None] * np.einsum("mka,mkb->mab", A, B), ra_i, cb_i)
+            if len(p.l_p):
+                # y = X⁻¹p; right perturbation: Exp(δ)⁻¹y ≈ y + [y]×ω − v, so J = [[y]×, −I]/σ
+                rl, y = self._landmark_residuals(X, p)
+                _, wl = self._robust(np.linalg.norm(rl, axis=1), p.l_kind, p.l_k)
+                JL = np.concatenate((hat(y), np.broadcast_to(-np.eye(3), (*y.shape, 3))), axis=2)
+                JL = JL / p.l_sig[:, None, None]
+                np.add.at(g6, p.l_ii, wl[:, None] * np.einsum("mka,mk->ma", JL, rl))
+                put(wl[:, None, None] * np.einsum("mka,mkb->mab", JL, JL), p.l_ii, p.l_ii)
+            g = g6.ravel()
             Hm = coo_matrix(
                 (np.concatenate(blocks), (np.concatenate(rows), np.concatenate(cols))),
                 shape=(6 * n, 6 * n),
@@ -313,6 +391,14 @@ class PoseGraph:
                 graph.add(gtsam.PriorFactorPose3(f.i, gtsam.Pose3(f.Z), noise))
             else:
                 graph.add(gtsam.BetweenFactorPose3(f.i, f.j, gtsam.Pose3(f.Z), noise))
+        for lm in self.landmarks:
+            base = gtsam.noiseModel.Isotropic.Sigma(3, lm.sigma)
+            if lm.robust is not None:
+                est = gtsam.noiseModel.mEstimator
+                kernel = (est.Huber if lm.robust == "huber" else est.Cauchy).Create(lm.k)
+                base = gtsam.noiseModel.Robust.Create(kernel, base)
+            for pw, qc in zip(lm.p_world, lm.q_cam, strict=True):
+                graph.add(gtsam.CustomFactor(base, [lm.i], _landmark_error(pw, qc)))
         values = gtsam.Values()
         for k in keys:
             values.insert(k, gtsam.Pose3(np.asarray(initial[k], dtype=float)))
@@ -322,3 +408,17 @@ class PoseGraph:
         params.setAbsoluteErrorTol(1e-15)
         result = gtsam.LevenbergMarquardtOptimizer(graph, values, params).optimize()
         return {k: result.atPose3(k).matrix() for k in keys}
+
+
+def _landmark_error(p_world: np.ndarray, q_cam: np.ndarray):
+    """gtsam ``CustomFactor`` error ``X⁻¹p − q`` with its Jacobian ``[[y]×, −I]`` (gtsam's Pose3
+    tangent is (ω, v) with right perturbations, as ours)."""
+
+    def error(this, values, H):
+        T = values.atPose3(this.keys()[0]).matrix()
+        y = T[:3, :3].T @ (p_world - T[:3, 3])
+        if H is not None:
+            H[0] = np.hstack((hat(y), -np.eye(3)))
+        return y - q_cam
+
+    return error

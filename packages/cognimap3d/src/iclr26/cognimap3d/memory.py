@@ -355,6 +355,26 @@ class MemoryBank:
             bool(ok or not self.verify_recalls), res.T, res.scale, res.fitness, res.rmse, scene_id
         )
 
+    def correspondences(
+        self, points: np.ndarray, scene_id: int, T: np.ndarray, limit: int = 200
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Static-landmark pairs of a verified recall: scene points ``p`` ``(M, 3)`` (scene
+        frame) nearest to ``points`` ``(N, 3)`` (camera frame) moved by ``T``, within the ICP
+        correspondence distance, and the matching camera-frame points ``q``; at most ``limit``
+        pairs, evenly spaced over the inliers (deterministic). Feed them to
+        :meth:`~iclr26.cognimap3d.graph.PoseGraph.add_landmarks`."""
+        sc = self._scene(scene_id)
+        check_array(points, "points", shape=(None, 3))
+        check_array(T, "T", shape=(4, 4))
+        check_int(limit, "limit", low=1)
+        q = np.asarray(points, dtype=float)
+        moved = q @ np.asarray(T, float)[:3, :3].T + np.asarray(T, float)[:3, 3]
+        d, idx = sc.tree.query(moved, distance_upper_bound=self.icp_max_corr, workers=-1)
+        ok = np.flatnonzero(np.isfinite(d))
+        if len(ok) > limit:
+            ok = ok[np.linspace(0, len(ok) - 1, limit).round().astype(int)]
+        return sc.points[idx[ok]].copy(), q[ok].copy()
+
     # --- persistence
     def save(self, path: str | Path) -> Path:
         """Write the bank to ``path`` (``.npz``, no pickle, with a format version)."""

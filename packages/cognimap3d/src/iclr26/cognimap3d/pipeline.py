@@ -45,7 +45,9 @@ class CogniMap3DConfig:
         backend: pose-graph backend, ``"numpy"`` or ``"gtsam"``.
         odo_sigmas: odometry sigmas (rad, rad, rad, m, m, m).
         anchor_sigma_floor: smallest anchor sigma (m; rad for rotations); scaled up by the ICP RMSE.
-        robust: kernel of the anchors (``"huber"``, ``"cauchy"`` or ``None``).
+        robust: kernel of the anchors and landmark terms (``"huber"``, ``"cauchy"`` or ``None``).
+        landmarks: static-landmark terms per accepted relocalisation (recalled memory points
+            matched to the keyframe's points, spec §4.4's optional term; 0 = anchors only).
     """
 
     masking: str = "cues"
@@ -61,6 +63,7 @@ class CogniMap3DConfig:
     odo_sigmas: tuple[float, ...] = (0.005, 0.005, 0.005, 0.02, 0.02, 0.02)
     anchor_sigma_floor: float = 0.03
     robust: str | None = "huber"
+    landmarks: int = 0
 
     def __post_init__(self) -> None:
         check_choice(self.masking, "masking", ("cues", "none", "gt"))
@@ -71,6 +74,7 @@ class CogniMap3DConfig:
         check_choice(self.backend, "backend", ("numpy", "gtsam"))
         check_choice(self.robust, "robust", (None, "huber", "cauchy"))
         check_range(self.anchor_sigma_floor, "anchor_sigma_floor", low=0, low_inclusive=False)
+        check_int(self.landmarks, "landmarks", low=0)
         if len(self.odo_sigmas) != 6 or min(self.odo_sigmas) <= 0:
             raise ValueError("odo_sigmas must be 6 positive numbers")
 
@@ -307,6 +311,10 @@ class CogniMap3D:
                         k, res.T, np.r_[np.full(3, s_a / 2.0), np.full(3, s_a)], robust=cfg.robust
                     )
                     anchors.append(k)
+                    if cfg.landmarks:
+                        p_w, q_c = bank.correspondences(pts, scene, res.T, cfg.landmarks)
+                        if len(p_w):
+                            graph.add_landmarks(k, p_w, q_c, s_a, robust=cfg.robust)
             t_icp += time.perf_counter() - ta
             ta = time.perf_counter()
             if cfg.optimize and anchors:
