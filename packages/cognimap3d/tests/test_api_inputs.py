@@ -89,7 +89,7 @@ CASES = [
         ValueError,
         "p_world",
     ),
-    (lambda: PoseGraph().add_landmarks(0, P3[:0], P3[:0], 0.1), ValueError, "no points"),
+    (lambda: PoseGraph().add_landmarks(0, P3[:0], P3[:0], 0.1), ValueError, "empty"),
     (lambda: PoseGraph().add_prior(0, E, -np.ones(6)), ValueError, "sigmas6"),
     (lambda: PoseGraph().add_prior(0, NOT_ROT, np.ones(6)), ValueError, "rotations"),
     (lambda: PoseGraph().add_pose_anchor(0, E, np.ones(6), robust="tukey"), ValueError, "robust"),

@@ -152,8 +152,6 @@ class PoseGraph:
         check_int(i, "i", low=0)
         check_array(p_world, "p_world", shape=(None, 3))
         check_array(q_cam, "q_cam", shape=(len(p_world), 3))
-        if len(p_world) == 0:
-            raise ValueError("p_world holds no points")
         check_range(sigma, "sigma", low=0, low_inclusive=False)
         check_choice(robust, "robust", ROBUST)
         check_range(k, "k", low=0, low_inclusive=False)
