@@ -110,3 +110,53 @@ def test_calibration_is_validated(dit, sampler):
     nan = [(torch.full((2, 1, 8, 8), float("nan"), dtype=torch.float64), torch.tensor([1, 2]))]
     with pytest.raises(ValueError, match="not finite"):
         learn_masks(dit, sampler, nan)
+
+
+class _FakeProcess:
+    """One process of a data-parallel group whose all-reduce is the identity (the other
+    processes would hold the same values): enough to check sharding, seeding and writes."""
+
+    def __init__(self, index, world):
+        self.process_index, self.num_processes = index, world
+        self.is_main_process = index == 0
+        self.reduced = 0
+
+    def reduce(self, tensor, reduction="mean"):
+        assert reduction == "mean"
+        self.reduced += 1
+        return tensor
+
+
+def test_accelerate_single_process_equals_plain_run(dit, sampler, tmp_path):
+    accelerate = pytest.importorskip("accelerate")
+    units = find_prunable_units(dit)
+    cfg = _cfg(epochs=1)
+    plain = learn_masks(dit, sampler, _cal(), units=units, config=cfg)
+    acc = accelerate.Accelerator(cpu=True)
+    path = tmp_path / "logits.safetensors"
+    dp = learn_masks(dit, sampler, _cal(), units=units, config=cfg, accelerator=acc,
+                     checkpoint_path=path)  # fmt: skip
+    for u in units:
+        assert torch.equal(plain.logits[u.key], dp.logits[u.key])
+    assert path.exists()
+
+
+def test_data_parallel_shards_batches_and_only_the_main_process_writes(dit, sampler, tmp_path):
+    units = find_prunable_units(dit)
+    cal = _cal(n_batches=4)
+    for rank in (1,):  # rank 0 of one process is the plain run (test above)
+        proc = _FakeProcess(rank, 2)
+        path = tmp_path / f"rank{rank}.safetensors"
+        dp = learn_masks(dit, sampler, cal, units=units, config=_cfg(epochs=1), accelerator=proc,
+                         checkpoint_path=path)  # fmt: skip
+        # rank r sees batches r, r+2 with the gate noise seeded by seed + r
+        ref = learn_masks(dit, sampler, cal[rank::2], units=units, config=_cfg(epochs=1, seed=rank))
+        for u in units:
+            assert torch.equal(dp.logits[u.key], ref.logits[u.key])
+        assert proc.reduced > 0
+        assert path.exists() == (rank == 0)
+    with pytest.raises(ValueError, match="evenly"):
+        learn_masks(dit, sampler, _cal(n_batches=3), units=units, config=_cfg(epochs=1),
+                    accelerator=_FakeProcess(0, 2))  # fmt: skip
+    with pytest.raises(TypeError, match="accelerator"):
+        learn_masks(dit, sampler, cal, units=units, config=_cfg(epochs=1), accelerator=object())

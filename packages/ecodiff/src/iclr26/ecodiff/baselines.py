@@ -4,7 +4,11 @@
 * random: i.i.d. uniform scores (seeded);
 * taylor: first-order Taylor importance ``|dL/dm|`` of each unit's gate at ``m = 1`` under the
   denoising training loss, averaged over batches (the structural criterion of Diff-Pruning /
-  Molchanov et al., without the fine-tuning that Diff-Pruning adds afterwards).
+  Molchanov et al., without the fine-tuning that Diff-Pruning adds afterwards);
+* torch-pruning: the group magnitude importance of the ``torch-pruning`` library (extra
+  ``[torch-pruning]``): its dependency graph traced from example inputs couples every layer a
+  unit's channels touch, and its ``GroupMagnitudeImportance`` (L2, mean over the group,
+  mean-normalised per group, its defaults) scores them; a head scores the mean of its channels.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from iclr26.ecodiff.masking import MaskedModel
 from iclr26.ecodiff.select import MaskScores
 from iclr26.ecodiff.units import PrunableUnit
 
-__all__ = ["magnitude_scores", "random_scores", "taylor_scores"]
+__all__ = ["magnitude_scores", "random_scores", "taylor_scores", "torch_pruning_scores"]
 
 
 def magnitude_scores(model: nn.Module, units: Sequence[PrunableUnit]) -> MaskScores:
@@ -92,3 +96,55 @@ def taylor_scores(
     if n == 0:
         raise ValueError("losses must yield at least one closure")
     return MaskScores({u.key: (t / n).cpu() for u, t in zip(units, total, strict=True)}, units)
+
+
+def torch_pruning_scores(
+    model: nn.Module,
+    units: Sequence[PrunableUnit],
+    example_inputs: tuple,
+    forward_fn: Callable[[nn.Module, tuple], torch.Tensor] | None = None,
+) -> MaskScores:
+    """Scores from torch-pruning's ``GroupMagnitudeImportance`` on its dependency graph.
+
+    Args:
+        model: the dense model (not modified).
+        units: unit groups; each is scored through the out-channels of its first producer.
+        example_inputs: inputs for tracing, e.g. ``(x, t, class_labels)``.
+        forward_fn: ``fn(model, example_inputs)`` returning a tensor (default: a diffusers
+            call ``model(x, timestep=t, class_labels=y).sample`` for three inputs, else
+            ``model(*example_inputs)``).
+    """
+    from iclr26.shared.optional import import_optional
+
+    tp = import_optional(
+        "torch_pruning", dist="iclr26-ecodiff", extra="torch-pruning",
+        purpose="torch_pruning_scores",
+    )  # fmt: skip
+    units = list(units)
+    if not units:
+        raise ValueError("units must not be empty")
+    if not isinstance(example_inputs, tuple) or not example_inputs:
+        raise TypeError("example_inputs must be a non-empty tuple of model inputs")
+    if forward_fn is None:
+
+        def forward_fn(m, inputs):
+            if len(inputs) == 3:
+                return m(inputs[0], timestep=inputs[1], class_labels=inputs[2]).sample
+            return m(*inputs)
+
+    graph = tp.DependencyGraph().build_dependency(
+        model, example_inputs=example_inputs, forward_fn=forward_fn
+    )
+    importance = tp.importance.GroupMagnitudeImportance(p=2)
+    logits = {}
+    with torch.no_grad():
+        for u in units:
+            path, off = u.producers[0]
+            layer = model.get_submodule(path)
+            idxs = list(range(off, off + u.size * u.width))
+            group = graph.get_pruning_group(layer, tp.prune_linear_out_channels, idxs=idxs)
+            channel = importance(group)
+            if channel is None or channel.numel() != u.size * u.width:
+                raise ValueError(f"torch-pruning found no prunable group for {u.name} ({u.kind})")
+            logits[u.key] = channel.detach().double().cpu().reshape(u.size, u.width).mean(1)
+    return MaskScores(logits, units)

@@ -9,6 +9,7 @@ BPTT) and the measured latency of the materialised model.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import statistics
 import time
@@ -17,7 +18,12 @@ from typing import Any
 import torch
 
 from iclr26.ecodiff.adjoint import SavedTensorMeter, trajectory_grad
-from iclr26.ecodiff.baselines import magnitude_scores, random_scores, taylor_scores
+from iclr26.ecodiff.baselines import (
+    magnitude_scores,
+    random_scores,
+    taylor_scores,
+    torch_pruning_scores,
+)
 from iclr26.ecodiff.data import digits_split
 from iclr26.ecodiff.learn import EcoDiffConfig, learn_masks
 from iclr26.ecodiff.masking import MaskedModel
@@ -131,6 +137,10 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
         "Taylor (Diff-Pruning criterion)": (taylor, t_taylor),
         "magnitude": (magnitude_scores(model, units), 0.0),
     }
+    if importlib.util.find_spec("torch_pruning") is not None:
+        t0 = time.perf_counter()
+        tp_scores = torch_pruning_scores(model, units, (z[:2], torch.tensor([1, 1]), y[:2]))
+        methods["torch-pruning group magnitude"] = (tp_scores, time.perf_counter() - t0)
     results: dict[str, Any] = {"dense": {"class acc": judge.accuracy(dense, y),
                                          "feature FD": judge.frechet(dense, x_te)}}  # fmt: skip
     report_rows.append({"regime": regime, "sparsity": 0.0, "method": "dense",
@@ -256,12 +266,11 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
                       "class acc", "feature FD", "score time s"])  # fmt: skip
     for regime, res in results.items():
         e = res[("EcoDiff (end-to-end)", 0.2)]
-        for other in (
-            "EcoDiff-local (per-step)",
-            "Taylor (Diff-Pruning criterion)",
-            "magnitude",
-            "random",
-        ):
+        others = ["EcoDiff-local (per-step)", "Taylor (Diff-Pruning criterion)", "magnitude"]
+        others += ["torch-pruning group magnitude", "random"]
+        for other in others:
+            if (other, 0.2) not in res:  # torch-pruning is an optional extra
+                continue
             o = res[(other, 0.2)]
             report.check(
                 f"{regime}, 20 %: EcoDiff MSE to dense < {other.split(' (')[0]}",

@@ -138,6 +138,7 @@ def learn_masks(
     checkpoint_path: str | os.PathLike[str] | None = None,
     callback: Callable[[dict], None] | None = None,
     progress: bool = False,
+    accelerator: Any = None,
 ) -> MaskScores:
     """Learn unit scores (gate logits) of ``model`` by EcoDiff's end-to-end objective.
 
@@ -156,6 +157,12 @@ def learn_masks(
             when learning stops on a non-finite loss.
         callback: called with a dict per optimiser step (epoch, step, recon, reg, density).
         progress: show a progress bar.
+        accelerator: a Hugging Face ``accelerate.Accelerator`` for data-parallel mask learning:
+            each process takes every ``num_processes``-th calibration batch, the gate gradients
+            (and the logged loss) are all-reduced by their mean before every update, so the
+            logits stay identical on every process; only the main process writes the
+            checkpoint and shows progress. The calibration batches must divide evenly
+            across processes. Put the model and batches on ``accelerator.device`` yourself.
 
     Returns:
         :class:`MaskScores` with the learned logits and the per-step ``history``.
@@ -173,6 +180,19 @@ def learn_masks(
             f"sampler must be a MarkovSampler (from_scheduler), got {type(sampler).__name__}"
         )
     batches = _check_calibration(calibration)
+    rank, world, main = 0, 1, True
+    if accelerator is not None:
+        for attr in ("num_processes", "process_index", "is_main_process", "reduce"):
+            if not hasattr(accelerator, attr):
+                raise TypeError(f"accelerator must be an accelerate.Accelerator, lacks .{attr}")
+        rank, world = int(accelerator.process_index), int(accelerator.num_processes)
+        main = bool(accelerator.is_main_process)
+        if len(batches) % world:
+            raise ValueError(
+                f"calibration has {len(batches)} batches, which {world} processes cannot share "
+                "evenly (every process must run the same number of updates)"
+            )
+        batches = batches[rank::world]
     units = list(find_prunable_units(model) if units is None else units)
     if checkpoint_path is not None:
         checkpoint_path = Path(checkpoint_path)
@@ -201,11 +221,11 @@ def learn_masks(
         opt, lambda s: min(1.0, (s + 1) / config.warmup) if config.warmup else 1.0
     )
     params = [masked.logits[u.key] for u in units]
-    gen = torch.Generator().manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.seed + rank)
     history: list[dict] = []
 
     def save(path: Path | None) -> None:
-        if path is not None:
+        if path is not None and main:
             from safetensors.torch import save_file
 
             save_file(masked.scores().to_state_dict(), str(path))
@@ -228,7 +248,7 @@ def learn_masks(
                 teacher.append(traj if config.objective == "local" else None)
         masked.install()
         n_steps = config.epochs * math.ceil(len(batches) / config.grad_accum)
-        pbar = bar(total=n_steps, enabled=progress, desc="learning masks", unit="update")
+        pbar = bar(total=n_steps, enabled=progress and main, desc="learning masks", unit="update")
         step_no = 0
         with pbar:
             for epoch in range(config.epochs):
@@ -253,6 +273,11 @@ def learn_masks(
                         rec_sum += float(loss)
                         for a, g in zip(acc, grads, strict=True):
                             a.add_(g, alpha=1.0 / len(chunk))
+                    if accelerator is not None:  # data parallel: mean over processes
+                        acc = [accelerator.reduce(a, reduction="mean") for a in acc]
+                        rec_sum = float(
+                            accelerator.reduce(torch.tensor([rec_sum]), reduction="mean")[0]
+                        )
                     reg = reg_loss()
                     reg_grads = torch.autograd.grad(reg, params, allow_unused=True)
                     for p, a, g in zip(params, acc, reg_grads, strict=True):
