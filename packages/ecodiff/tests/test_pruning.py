@@ -8,7 +8,7 @@ from iclr26.ecodiff.baselines import magnitude_scores, random_scores
 from iclr26.ecodiff.masking import MaskedModel
 from iclr26.ecodiff.materialize import load_pruned, materialize, save_pruned
 from iclr26.ecodiff.sampler import diffusers_model_fn, from_scheduler
-from iclr26.ecodiff.select import MaskScores, count_params, select
+from iclr26.ecodiff.select import MaskScores, count_macs, count_params, select
 from iclr26.ecodiff.toy import tiny_flux, tiny_unet
 from iclr26.ecodiff.units import find_prunable_units, linear_pair_unit
 
@@ -208,3 +208,26 @@ def test_cfg_applies_one_mask_to_both_halves(dit):
         c, u = fn(z, t, y), fn(z, t, torch.tensor([10, 10]))
         assert torch.allclose(guided(z, t, y), u + 3.0 * (c - u), atol=1e-10)
         assert sampler.sample(guided, z, y).shape == z.shape
+
+
+def test_count_macs_of_a_linear_and_of_a_pruned_ffn(dit):
+    lin = torch.nn.Linear(6, 4)
+    assert count_macs(lin, torch.randn(5, 6)) == 5 * 6 * 4
+    units = find_prunable_units(dit)
+    ffn = units[1]
+    keep = {v.key: torch.ones(v.size, dtype=torch.bool) for v in units}
+    keep[ffn.key][:10] = False  # 10 hidden neurons of a GELU FFN fed by `tokens` tokens
+    pruned = materialize(dit, units, keep)
+    x = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    t, y = torch.tensor([1, 2, 3]), torch.tensor([1, 4, 7])
+
+    def run(m):
+        return m(x, timestep=t, class_labels=y, return_dict=False)[0]
+
+    d_in = dit.get_submodule(ffn.producers[0][0]).in_features
+    d_out = dit.get_submodule(ffn.consumers[0][0]).out_features
+    tokens = 3 * (8 // dit.config.patch_size) ** 2
+    saved = count_macs(run, dit) - count_macs(run, pruned)
+    assert saved == 10 * tokens * (d_in + d_out)
+    with pytest.raises(TypeError, match="callable"):
+        count_macs(3)

@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "sampler": ["MarkovSampler", "diffusers_model_fn", "from_scheduler"],
         "adjoint": ["SavedTensorMeter", "trajectory_grad"],
         "learn": ["EcoDiffConfig", "NonFiniteLossError", "learn_masks"],
-        "select": ["MaskScores", "count_params", "select", "threshold"],
+        "select": ["MaskScores", "count_macs", "count_params", "select", "threshold"],
         "materialize": ["ZeroHeadsProcessor", "load_pruned", "materialize", "save_pruned"],
         "baselines": ["magnitude_scores", "random_scores", "taylor_scores"],
         "metrics": ["DigitsJudge", "frechet_distance", "mse", "psnr"],

@@ -30,7 +30,7 @@ from iclr26.ecodiff.masking import MaskedModel
 from iclr26.ecodiff.materialize import materialize
 from iclr26.ecodiff.metrics import DigitsJudge, mse, psnr
 from iclr26.ecodiff.sampler import diffusers_model_fn, from_scheduler
-from iclr26.ecodiff.select import count_params, select
+from iclr26.ecodiff.select import count_macs, count_params, select
 from iclr26.ecodiff.toy import load_toy, toy_scheduler
 from iclr26.ecodiff.units import find_prunable_units
 
@@ -369,6 +369,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
                 fp(batch, tb, yb)
                 lat.append((time.perf_counter() - t0) / td)
         lat_rows.append({"sparsity": sp, "params": count_params(pruned)["total"], "dense params": total,
+                         "MACs": count_macs(fp, batch, tb, yb),
+                         "dense MACs": count_macs(fn, batch, tb, yb),
                          "latency ratio median": statistics.median(lat), "min": min(lat),
                          "max": max(lat)})  # fmt: skip
     rows.append({"quantity": "latency pruned / dense at 20 % (batch 64, one forward)",

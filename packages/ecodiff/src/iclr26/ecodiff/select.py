@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
 from iclr26.ecodiff.units import PrunableUnit
 
-__all__ = ["MaskScores", "count_params", "select", "threshold"]
+__all__ = ["MaskScores", "count_macs", "count_params", "select", "threshold"]
 
 
 @dataclass
@@ -50,6 +51,20 @@ def count_params(model: nn.Module, units: Sequence[PrunableUnit] | None = None) 
     if units is not None:
         out["prunable"] = sum(u.size * u.params_per_unit for u in units)
     return out
+
+
+def count_macs(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Multiply–accumulates of one call ``fn(*args, **kwargs)`` (e.g. a denoiser forward),
+    counted by ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions and
+    attention; elementwise work is not counted): its FLOPs / 2."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        fn(*args, **kwargs)
+    return int(counter.get_total_flops()) // 2
 
 
 def threshold(scores: MaskScores, value: float = 0.0) -> dict[str, torch.Tensor]:
