@@ -47,8 +47,11 @@ def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> n
     """A finite float array of ``shape`` inside [-1, 1]; refuses anything else (never clips)."""
     a = action if type(action) is np.ndarray else np.asarray(action)
     if a.dtype.kind == "f" and a.shape == shape:
-        lo, hi = a.min(), a.max()
-        if lo >= -1.0 and hi <= 1.0:  # fast path (NaN fails both comparisons)
+        if a.size <= 8:  # one environment: Python floats beat numpy reductions
+            ok = all(-1.0 <= x <= 1.0 for x in a.ravel().tolist())  # NaN fails the comparison
+        else:
+            ok = a.min() >= -1.0 and a.max() <= 1.0
+        if ok:  # fast path
             return a.astype(np.float64, copy=False)
     if a.dtype == object or not (
         np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
