@@ -32,10 +32,36 @@ from torch import nn
 from iclr26.mikasa.kinematic import check_seed
 from iclr26.shared import progress as progress_bar
 
-__all__ = ["PPO", "PPO_POLICIES", "ActorCritic"]
+__all__ = ["PPO", "PPO_POLICIES", "ActorCritic", "finite_horizon_gae"]
 
 log = logging.getLogger(__name__)
 PPO_POLICIES = ("mlp", "gru", "lstm")
+
+
+def finite_horizon_gae(
+    rewards: np.ndarray, values: np.ndarray, gamma: float, gae_lambda: float
+) -> np.ndarray:
+    """GAE advantages (N, T) of whole episodes: the value after the last step is 0.
+
+    A_t = Σ_k (γλ)^k δ_{t+k}, δ_t = r_t + γ V_{t+1} − V_t with V_T = 0.
+    """
+    rewards = np.asarray(rewards, np.float64)
+    values = np.asarray(values, np.float64)
+    if rewards.ndim != 2 or values.shape != rewards.shape:
+        raise ValueError(
+            f"rewards and values must both be (N, T), got {rewards.shape} and {values.shape}"
+        )
+    if not (np.isfinite(rewards).all() and np.isfinite(values).all()):
+        raise ValueError("rewards and values must be finite")
+    n, T = rewards.shape
+    adv = np.zeros((n, T))
+    last = np.zeros(n)
+    for t in reversed(range(T)):
+        nxt = values[:, t + 1] if t + 1 < T else 0.0
+        delta = rewards[:, t] + gamma * nxt - values[:, t]
+        last = delta + gamma * gae_lambda * last
+        adv[:, t] = last
+    return adv
 
 
 class ActorCritic(nn.Module):
@@ -184,13 +210,7 @@ class PPO:
                 once = info["success_once"]
             # finite-horizon GAE (the value after step T is 0)
             values = val_buf.cpu().numpy()
-            adv = np.zeros((n, T))
-            last = np.zeros(n)
-            for t in reversed(range(T)):
-                nxt = values[:, t + 1] if t + 1 < T else 0.0
-                delta = rew[:, t] + self.gamma * nxt - values[:, t]
-                last = delta + self.gamma * self.gae_lambda * last
-                adv[:, t] = last
+            adv = finite_horizon_gae(rew, values, self.gamma, self.gae_lambda)
             ret = torch.as_tensor(adv + values, dtype=torch.float32, device=self.device)
             adv_t = torch.as_tensor(adv, dtype=torch.float32, device=self.device)
             stats = self._update(net, opt, obs_buf, act_buf, logp_buf, adv_t, ret, gen)
