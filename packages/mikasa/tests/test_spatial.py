@@ -220,3 +220,20 @@ def test_vector_autoreset_on_a_moving_task():
 def test_bad_arguments(kwargs, err):
     with pytest.raises(err):
         mk.make("TakeItBack-v0", backend="kinematic", **kwargs)
+
+
+@pytest.mark.slow
+def test_shell_push_memory_mode_does_not_leak_the_cup():
+    from sklearn.linear_model import LogisticRegression
+
+    spec = SPATIAL_TASKS["MikasaLite/ShellGamePush-v0"]
+    n = 400
+    vec = mk.make_vec("ShellGamePush-v0", n)
+    cue, info = vec.reset(seed=0)
+    y = info["oracle_info"][:, 0].astype(int)
+    for _ in range(spec.cue_end + 2):
+        after, *_ = vec.step(np.zeros((n, 3)))
+    for obs, lo, hi in ((cue, 0.9, 1.0), (after, 0.0, 1 / 3 + 0.1)):
+        clf = LogisticRegression(C=100.0, max_iter=5000).fit(obs[:300], y[:300])
+        acc = clf.score(obs[300:], y[300:])
+        assert lo <= acc <= hi, acc
