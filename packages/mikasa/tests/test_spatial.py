@@ -188,7 +188,12 @@ def test_oracle_bounds_kinematic(env_id):
 
 
 @pytest.mark.parametrize(
-    ("env_id", "n"), [("ShellGamePush-v0", 2), ("InterceptFast-v0", 4), ("TakeItBack-v0", 2)]
+    ("env_id", "n"),
+    [
+        ("ShellGamePush-v0", 2),
+        pytest.param("InterceptFast-v0", 4, marks=pytest.mark.slow),
+        pytest.param("TakeItBack-v0", 2, marks=pytest.mark.slow),
+    ],
 )
 def test_memory_oracle_on_mujoco(env_id, n):
     spec = mk.get_spec(env_id)
