@@ -54,6 +54,15 @@ CASES = [
     (lambda: mk.lite_id("CartPole-v1"), ValueError, "official_id"),
     (lambda: mk.load_demos("missing.npz"), ValueError, "missing.npz"),
     (lambda: mk.save_demos("x.npz", {"obs": np.zeros((1, 2))}), ValueError, "lacks"),
+    (lambda: mk.make("TakeItBack-v0", backend="kinematic", delta_time=3), ValueError, "delta_time"),
+    (lambda: mk.SpatialOracle(mk.get_spec("TakeItBack-v0"), "psychic"), ValueError, "kind"),
+    (lambda: mk.SpatialOracle(mk.get_spec("TakeItBack-v0")).act(np.zeros((2, 5))), ValueError, "obs"),
+    (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, reward_mode="x"), ValueError, "reward_mode"),
+    (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, obs_mode="rgb"), ValueError, "obs_mode"),
+    (lambda: mk.PPO("transformer"), ValueError, "policy"),
+    (lambda: mk.PPO("gru", gamma=2.0), ValueError, "gamma"),
+    (lambda: mk.PPO("gru").act(np.zeros((1, 4))), RuntimeError, "fit"),
+    (lambda: mk.finite_horizon_gae(np.zeros((2, 3)), np.zeros(3), 0.9, 0.9), ValueError, "values"),
 ]  # fmt: skip
 
 

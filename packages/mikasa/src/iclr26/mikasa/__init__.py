@@ -20,7 +20,11 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "semantics": ["ObsLayout", "TaskBatch", "obs_layout"],
         "envs": ["all_ids", "make", "make_vec"],
         "kinematic": ["KinematicEnv", "KinematicVectorEnv"],
-        "physics": ["MujocoEnv"],
+        "physics": ["MujocoEnv", "SpatialMujocoEnv"],
+        "spatial": ["SPATIAL_TASKS", "SpatialBatch", "SpatialLayout", "SpatialSpec",
+                    "sample_spatial_layout"],
+        "spatial_oracles": ["SpatialOracle"],
+        "ppo": ["PPO", "finite_horizon_gae"],
         "classic": ["MemoryLength", "TMaze"],
         "oracles": [
             "MemoryOracle", "MemorylessOracle", "StateOracle", "collect_demos", "evaluate",

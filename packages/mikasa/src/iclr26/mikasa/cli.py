@@ -25,8 +25,9 @@ def _list_setup(parser: argparse.ArgumentParser):
         for env_id in list_tasks(args.memory_type):
             i = task_info(env_id)
             types = ",".join(m.value for m in i.memory_types)
+            chance = "-" if i.chance_success is None else f"{i.chance_success:.4f}"
             print(f"{env_id:42s} {types:20s} {i.T:4d} {i.act_start:4d} {i.n_choices:3d} "
-                  f"{i.chance_success:8.4f}")  # fmt: skip
+                  f"{chance:>8s}")  # fmt: skip
         if args.memory_type in (None, "object"):
             for env_id in CLASSIC_IDS:
                 print(f"{env_id:42s} {'object':20s}   (native MIKASA-Base-style classic)")
@@ -71,12 +72,41 @@ def _play_setup(parser: argparse.ArgumentParser):
         r = evaluate(spec.env_id, policy, args.episodes, seed=args.seed, backend=args.backend)
         print(f"{spec.env_id} {args.policy} on {args.backend}: success at end "
               f"{r['success_at_end']:.3f}, success once {r['success_once']:.3f} "
-              f"({args.episodes} episodes; chance {spec.chance_success:.4f})")  # fmt: skip
+              f"({args.episodes} episodes; chance "
+              f"{'none' if spec.chance_success is None else f'{spec.chance_success:.4f}'})")  # fmt: skip
         if png is not None:
             from iclr26.mikasa.render import episode_strip
 
             episode_strip(spec.env_id, policy, seed=args.seed).savefig(png, dpi=100)
             print(f"wrote {png}")
+        return 0
+
+    return run
+
+
+def _ppo_setup(parser: argparse.ArgumentParser):
+    from pathlib import Path
+
+    parser.add_argument("--quick", action="store_true", help="30,000 steps per run")
+    parser.add_argument("--steps", type=int_arg(1_000, 100_000_000),
+                        help="environment steps per run (default 300,000)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=Path("reports/mikasa/e2"), help="output folder")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        from iclr26.shared import prepare_output_dir
+
+        out = prepare_output_dir(args.out)
+        from iclr26.mikasa.experiments import ppo_experiment
+
+        report = ppo_experiment(
+            quick=args.quick, seed=args.seed, progress=not args.no_progress, steps=args.steps
+        )
+        report.finish()
+        print(report.to_markdown(), flush=True)
+        path = report.write(out)
+        print(f"wrote {path} and report.json with figures")
         return 0
 
     return run
@@ -90,5 +120,6 @@ main = make_cli(
     commands={
         "list": ("list the tasks with their memory types and timing", _list_setup),
         "play": ("run an oracle or random policy and report success", _play_setup),
+        "ppo": ("E2: train PPO (MLP state / MLP memory / GRU memory) and evaluate", _ppo_setup),
     },
 )

@@ -1,27 +1,27 @@
 """Mapping from the official MIKASA-Robo / MIKASA-Base ids to this package's ids.
 
-Official ids that have no counterpart here yet (ShellGamePush/Pick, Intercept*, InterceptGrab*,
-Rotate*, TakeItBack) map to ``None``; :data:`MISSING` lists them.
+Official ids that have no counterpart here yet (ShellGamePick, InterceptGrab*, Rotate*; they need
+a grasp and a yaw joint) map to ``None``; :data:`MISSING` lists them.
 """
 
 from __future__ import annotations
 
+from iclr26.mikasa.spatial import SPATIAL_TASKS
 from iclr26.mikasa.tasks import NAMESPACE, TASKS
 
 __all__ = ["MISSING", "OFFICIAL_TO_LITE", "lite_id"]
 
 _NOT_YET = [
-    "ShellGamePush-v0", "ShellGamePick-v0",
-    *(f"Intercept{s}-v0" for s in ("Slow", "Medium", "Fast")),
+    "ShellGamePick-v0",
     *(f"InterceptGrab{s}-v0" for s in ("Slow", "Medium", "Fast")),
     *(f"Rotate{a}{b}-v0" for a in ("Lenient", "Strict") for b in ("Pos", "PosNeg")),
-    "TakeItBack-v0",
 ]  # fmt: skip
 
 #: official id -> our id (``None``: not re-implemented yet). MIKASA-Base's T-Maze and
 #: MemoryLength map to the native classics.
 OFFICIAL_TO_LITE: dict[str, str | None] = {
     **{s.official_id: s.env_id for s in TASKS.values() if s.official_id},
+    **{s.official_id: s.env_id for s in SPATIAL_TASKS.values() if s.official_id},
     **dict.fromkeys(_NOT_YET),
     "T-Maze-v0": f"{NAMESPACE}/TMaze-v0",
     **{f"MemoryLength{d}-v0": f"{NAMESPACE}/MemoryLength-v0" for d in ("Easy", "Medium", "Hard")},

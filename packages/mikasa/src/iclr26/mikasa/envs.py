@@ -12,11 +12,14 @@ from typing import Any
 import gymnasium as gym
 
 from iclr26.mikasa.kinematic import AUTORESET_MODES, KinematicEnv, KinematicVectorEnv, check_seed
+from iclr26.mikasa.spatial import SPATIAL_TASKS
 from iclr26.mikasa.tasks import NAMESPACE, TASKS, get_spec
 
 __all__ = ["BACKENDS", "CLASSIC_IDS", "all_ids", "make", "make_vec"]
 
 BACKENDS = ("mujoco", "kinematic")
+#: every tabletop task: the touch tasks, then the moving-object tasks
+TABLETOP = {**TASKS, **SPATIAL_TASKS}
 CLASSIC_IDS = (f"{NAMESPACE}/TMaze-v0", f"{NAMESPACE}/MemoryLength-v0")
 
 
@@ -34,14 +37,14 @@ def _tabletop(backend: str = "mujoco", **kwargs: Any) -> gym.Env:
     if backend == "kinematic":
         return KinematicEnv(spec, **kwargs)
     if backend == "mujoco":
-        from iclr26.mikasa.physics import MujocoEnv
+        from iclr26.mikasa.physics import make_mujoco_env
 
-        return MujocoEnv(spec, **kwargs)
+        return make_mujoco_env(spec, **kwargs)
     raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}")
 
 
 def _register() -> None:
-    for env_id, spec in TASKS.items():
+    for env_id, spec in TABLETOP.items():
         if env_id not in gym.registry:
             gym.register(
                 env_id,
@@ -62,17 +65,17 @@ _register()
 
 
 def all_ids() -> list[str]:
-    """Every registered id: the tabletop tasks, then TMaze and MemoryLength."""
-    return [*TASKS, *CLASSIC_IDS]
+    """Every registered id: the touch tasks, the moving-object tasks, then TMaze and MemoryLength."""
+    return [*TABLETOP, *CLASSIC_IDS]
 
 
 def _check_id(env_id: Any) -> str:
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str, got {type(env_id).__name__}")
-    if env_id in TASKS or env_id in CLASSIC_IDS:
+    if env_id in TABLETOP or env_id in CLASSIC_IDS:
         return env_id
     lite = f"{NAMESPACE}/{env_id}"
-    if lite in TASKS or lite in CLASSIC_IDS:
+    if lite in TABLETOP or lite in CLASSIC_IDS:
         return lite
     raise ValueError(f"unknown env_id {env_id!r}; valid ids: {', '.join(all_ids())}")
 
@@ -157,13 +160,14 @@ def make_vec(
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-    from iclr26.mikasa.physics import MujocoEnv
+    from iclr26.mikasa.physics import make_mujoco_env
 
     mode = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP}
     return SyncVectorEnv(
         [
             lambda: gym.wrappers.TimeLimit(
-                MujocoEnv(spec, obs_mode=obs_mode, reward_mode=reward_mode, **task_kwargs), spec.T
+                make_mujoco_env(spec, obs_mode=obs_mode, reward_mode=reward_mode, **task_kwargs),
+                spec.T,
             )
             for _ in range(num_envs)
         ],

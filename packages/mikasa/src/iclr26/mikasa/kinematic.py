@@ -23,6 +23,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from iclr26.mikasa.semantics import OBS_MODES, TaskBatch
+from iclr26.mikasa.spatial import SpatialBatch, SpatialSpec, sample_spatial_layout
 from iclr26.mikasa.tasks import TCP_START, WORKSPACE_HIGH, WORKSPACE_LOW, TaskSpec, sample_layout
 
 __all__ = ["KinematicEnv", "KinematicVectorEnv", "check_action", "check_seed"]
@@ -46,8 +47,11 @@ def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> n
     """A finite float array of ``shape`` inside [-1, 1]; refuses anything else (never clips)."""
     a = action if type(action) is np.ndarray else np.asarray(action)
     if a.dtype.kind == "f" and a.shape == shape:
-        lo, hi = a.min(), a.max()
-        if lo >= -1.0 and hi <= 1.0:  # fast path (NaN fails both comparisons)
+        if a.size <= 8:  # one environment: Python floats beat numpy reductions
+            ok = all(-1.0 <= x <= 1.0 for x in a.ravel().tolist())  # NaN fails the comparison
+        else:
+            ok = a.min() >= -1.0 and a.max() <= 1.0
+        if ok:  # fast path
             return a.astype(np.float64, copy=False)
     if a.dtype == object or not (
         np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)
@@ -103,7 +107,7 @@ class KinematicVectorEnv(VectorEnv):
     """``num_envs`` episodes of one task, stepped as one numpy program.
 
     Args:
-        spec: the task (:func:`iclr26.mikasa.tasks.get_spec`).
+        spec: the task (:func:`iclr26.mikasa.tasks.get_spec`; a ``TaskSpec`` or a ``SpatialSpec``).
         num_envs: number of environments (>= 1).
         obs_mode: ``memory`` (default) or ``state``.
         reward_mode: ``sparse``, ``dense`` or ``normalized_dense`` (default, as the official PPO).
@@ -145,7 +149,13 @@ class KinematicVectorEnv(VectorEnv):
             raise ValueError(f"control_dt must be > 0, got {control_dt}")
         self.spec_task = spec
         self.num_envs = int(num_envs)
-        self.batch = TaskBatch(spec, self.num_envs, obs_mode, reward_mode)
+        if isinstance(spec, SpatialSpec):
+            self.batch = SpatialBatch(spec, self.num_envs, obs_mode, reward_mode)
+            self._sample = sample_spatial_layout
+        else:
+            self.batch = TaskBatch(spec, self.num_envs, obs_mode, reward_mode)
+            self._sample = sample_layout
+        self._moving = isinstance(spec, SpatialSpec)
         self.kin = _Kinematics(self.num_envs, control_dt, MAX_DELTA, hold_until_act)
         self.terminate_on_success = terminate_on_success
         self.autoreset_mode = autoreset_mode
@@ -171,7 +181,7 @@ class KinematicVectorEnv(VectorEnv):
 
     def _reset_envs(self, idx: np.ndarray) -> None:
         for i in idx:
-            self.batch.set_layout(int(i), sample_layout(self.spec_task, self._rngs[i]))
+            self.batch.set_layout(int(i), self._sample(self.spec_task, self._rngs[i]))
         self.kin.reset(idx)
 
     def reset(
@@ -214,7 +224,12 @@ class KinematicVectorEnv(VectorEnv):
         a = check_action(actions, (self.num_envs, 3), "actions")
         b, kin = self.batch, self.kin
         resetting = self._needs_reset.copy()
-        kin.move(a, b.t, self.spec_task.act_start)
+        if self._moving:
+            old = kin.tcp.copy()
+            kin.move(a, b.t, self.spec_task.act_start)
+            b.push(old, kin.tcp, kin.control_dt)
+        else:
+            kin.move(a, b.t, self.spec_task.act_start)
         reward, success, _ = b.advance(kin.tcp, kin.vel)
         self._success = success
         terminated = success & self.terminate_on_success

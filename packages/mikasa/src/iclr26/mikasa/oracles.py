@@ -24,6 +24,7 @@ import numpy as np
 from iclr26.mikasa.data import COLORS, DEMO_FIELDS, SHAPES
 from iclr26.mikasa.kinematic import MAX_DELTA, check_seed
 from iclr26.mikasa.semantics import obs_layout
+from iclr26.mikasa.spatial import SpatialSpec
 from iclr26.mikasa.tasks import CUBE_HALF, CUP_HALF_HEIGHT, TCP_RADIUS, TaskSpec, get_spec
 
 __all__ = [
@@ -41,14 +42,14 @@ ORACLES = ("memory", "memoryless", "state")
 N_COL = len(COLORS)
 
 
-def _spec_of(env_or_id: Any) -> TaskSpec:
-    if isinstance(env_or_id, TaskSpec):
+def _spec_of(env_or_id: Any) -> TaskSpec | SpatialSpec:
+    if isinstance(env_or_id, TaskSpec | SpatialSpec):
         return env_or_id
     if isinstance(env_or_id, str):
         return get_spec(env_or_id)
     for obj in (env_or_id, getattr(env_or_id, "unwrapped", None)):
         spec = getattr(obj, "spec_task", None)
-        if isinstance(spec, TaskSpec):
+        if isinstance(spec, TaskSpec | SpatialSpec):
             return spec
     raise TypeError(
         "expected a MikasaLite tabletop env, an env id or a TaskSpec, got "
@@ -241,8 +242,18 @@ class StateOracle(_Oracle):
         return self._drive(obs, feats[..., 1:4], act)
 
 
-def make_oracle(kind: str, env: Any, seed: int | None = 0) -> _Oracle:
-    """``"memory"``, ``"memoryless"`` or ``"state"`` oracle for ``env``."""
+def make_oracle(kind: str, env: Any, seed: int | None = 0) -> Any:
+    """``"memory"``, ``"memoryless"`` or ``"state"`` oracle for ``env``.
+
+    Moving-object tasks get a :class:`iclr26.mikasa.spatial_oracles.SpatialOracle`.
+    """
+    spec = _spec_of(env)
+    if isinstance(spec, SpatialSpec):
+        if kind not in ORACLES:
+            raise ValueError(f"oracle must be one of {ORACLES}; got {kind!r}")
+        from iclr26.mikasa.spatial_oracles import SpatialOracle
+
+        return SpatialOracle(spec, kind, seed=seed)
     if kind == "memory":
         return MemoryOracle(env)
     if kind == "memoryless":
@@ -289,9 +300,9 @@ def _rollout_kinematic(
 def _rollout_mujoco(
     spec: TaskSpec, policy: Any, n_episodes: int, seed: int, obs_mode: str, **kw: Any
 ) -> dict[str, np.ndarray]:
-    from iclr26.mikasa.physics import MujocoEnv
+    from iclr26.mikasa.physics import make_mujoco_env
 
-    env = MujocoEnv(spec, obs_mode=obs_mode, **kw)
+    env = make_mujoco_env(spec, obs_mode=obs_mode, **kw)
     end, once = np.zeros(n_episodes), np.zeros(n_episodes)
     for e in range(n_episodes):
         obs, info = env.reset(seed=seed + e)

@@ -23,6 +23,7 @@ import numpy as np
 from iclr26.mikasa.data import COLORS, SHAPES
 from iclr26.mikasa.kinematic import MAX_DELTA, _obs_space, check_action, check_seed
 from iclr26.mikasa.semantics import TaskBatch
+from iclr26.mikasa.spatial import TABLE_EDGE, SpatialBatch, SpatialSpec, sample_spatial_layout
 from iclr26.mikasa.tasks import (
     BALL_RADIUS,
     CUBE_HALF,
@@ -36,7 +37,14 @@ from iclr26.mikasa.tasks import (
     sample_layout,
 )
 
-__all__ = ["MujocoEnv", "build_model", "shape_pools"]
+__all__ = [
+    "MujocoEnv",
+    "SpatialMujocoEnv",
+    "build_model",
+    "build_spatial_model",
+    "make_mujoco_env",
+    "shape_pools",
+]
 
 SUBSTEPS = 20
 TIMESTEP = 0.002
@@ -321,3 +329,252 @@ class MujocoEnv(gym.Env):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
+
+
+# --- the moving-object tasks (ShellGamePush, Intercept*, TakeItBack) ----------------------------
+
+OBJ_DAMPING = 20.0  # N·s/m on the planar joints of pushed objects: they stop when released
+
+
+def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], list[int]]:
+    """Compile the scene of a moving-object task.
+
+    Movable objects (cups, the TakeItBack cube, the Intercept ball) sit on two planar slide joints
+    (no tipping) and touch the gripper and each other through frictionless contacts, so a push
+    moves them along the contact normal as in the kinematic model; pushed objects are damped
+    (quasi-static sliding), the ball is not (it rolls at constant velocity and stops at
+    |x|, |y| = 1). Markers (goals, the ShellGamePush ball of the cue) are mocap bodies without
+    collision. Returns the model, the joint qpos address of each object (-1 for mocap objects)
+    and the mocap index of each object (-1 for movable ones).
+    """
+    movable, radius = spec.movable, spec.radius
+    layout = sample_spatial_layout(spec, np.random.default_rng(0))
+    bodies, qadr, mocap_idx = [], [], []
+    n_mocap = 0
+    for j, (x, y, z, colour, shape) in enumerate(layout.objects):
+        rgba = " ".join(str(v) for v in (*(COLORS[int(colour)] if colour >= 0 else GREY), 1.0))
+        name = SHAPES[int(shape)]
+        if movable[j]:
+            if name == "cylinder":
+                geom = f'type="cylinder" size="{CUP_RADIUS} {CUP_HALF_HEIGHT}" rgba="{rgba}"'
+                geoms = f'<geom name="obj{j}" {geom} contype="1" conaffinity="1" condim="1"/>'
+            elif name == "cube":
+                h = CUBE_HALF
+                geoms = (
+                    f'<geom name="obj{j}" type="cylinder" size="{h} {h}" rgba="0 0 0 0" '
+                    f'group="3" contype="1" conaffinity="1" condim="1"/>'
+                    f'<geom type="box" size="{h} {h} {h}" rgba="{rgba}" contype="0" conaffinity="0"/>'
+                )
+            else:
+                geoms = (
+                    f'<geom name="obj{j}" type="sphere" size="{radius[j]}" rgba="{rgba}" '
+                    f'contype="1" conaffinity="1" condim="1"/>'
+                )
+            rolling = spec.rolling
+            damp = 0.0 if rolling else OBJ_DAMPING
+            rng = f'range="{-TABLE_EDGE} {TABLE_EDGE}" limited="true"' if rolling else ""
+            bodies.append(
+                f'<body name="obj{j}" pos="0 0 {z}">'
+                f'<joint name="ox{j}" type="slide" axis="1 0 0" damping="{damp}" {rng}/>'
+                f'<joint name="oy{j}" type="slide" axis="0 1 0" damping="{damp}" {rng}/>'
+                f"{geoms}</body>"
+            )
+            mocap_idx.append(-1)
+        else:
+            if name == "cylinder":  # a flat goal disc
+                r = 0.1 if spec.family == "intercept" else spec.goal_radius
+                geom = f'type="cylinder" size="{r} 0.001"'
+            else:
+                geom = f'type="sphere" size="{BALL_RADIUS}"'
+            bodies.append(
+                f'<body name="obj{j}" mocap="true" pos="{x} {y} {HIDDEN_Z}">'
+                f'<geom {geom} rgba="{rgba}" contype="0" conaffinity="0"/></body>'
+            )
+            mocap_idx.append(n_mocap)
+            n_mocap += 1
+    lo, hi = WORKSPACE_LOW, WORKSPACE_HIGH
+    joints = "".join(
+        f'<joint name="{ax}" type="slide" axis="{v}" range="{lo[i]} {hi[i]}" limited="true"/>'
+        for i, (ax, v) in enumerate((("x", "1 0 0"), ("y", "0 1 0"), ("z", "0 0 1")))
+    )
+    actuators = "".join(
+        f'<position joint="{ax}" kp="{KP}" kv="{KV}" ctrlrange="{lo[i]} {hi[i]}" ctrllimited="true"/>'
+        for i, ax in enumerate("xyz")
+    )
+    n_obj_dof = 2 * int(movable.sum())
+    start = " ".join(str(v) for v in TCP_START)
+    key_qpos = start + " 0" * n_obj_dof
+    xml = f"""
+<mujoco model="mikasa_lite_spatial">
+  <option timestep="{TIMESTEP}" gravity="0 0 -9.81"/>
+  <visual><global offwidth="256" offheight="256"/></visual>
+  <worldbody>
+    <light pos="0 0 1.5" dir="0 0 -1"/>
+    <camera name="overhead" pos="0 -0.55 0.75" xyaxes="1 0 0 0 0.8 0.6"/>
+    <geom name="table" type="box" pos="0 0 -0.02" size="1.0 1.0 0.02" rgba="0.8 0.7 0.55 1"
+          contype="2" conaffinity="2"/>
+    <body name="tcp" pos="0 0 0" gravcomp="1">
+      {joints}
+      <inertial pos="0 0 0" mass="1" diaginertia="1e-3 1e-3 1e-3"/>
+      <geom name="tcp" type="sphere" size="{TCP_RADIUS}" rgba="0.2 0.2 0.2 1" contype="3"
+            conaffinity="3" condim="1"/>
+      <camera name="gripper" pos="0 0 -0.012" xyaxes="1 0 0 0 1 0" fovy="90"/>
+    </body>
+    {"".join(bodies)}
+  </worldbody>
+  <actuator>{actuators}</actuator>
+  <keyframe><key qpos="{key_qpos}" ctrl="{start}"/></keyframe>
+</mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    for j in range(spec.n_objects):
+        qadr.append(int(model.jnt_qposadr[model.joint(f"ox{j}").id]) if movable[j] else -1)
+    return model, qadr, mocap_idx
+
+
+class SpatialMujocoEnv(MujocoEnv):
+    """A moving-object task (ShellGamePush, Intercept*, TakeItBack) simulated in MuJoCo.
+
+    Same arguments and API as :class:`MujocoEnv`; the rules are those of
+    :class:`iclr26.mikasa.spatial.SpatialBatch`, fed with the simulated object poses.
+    """
+
+    def __init__(
+        self,
+        spec: SpatialSpec,
+        *,
+        obs_mode: str = "memory",
+        reward_mode: str = "normalized_dense",
+        render_mode: str | None = None,
+        control_dt: float = 0.04,
+        hold_until_act: bool = True,
+        terminate_on_success: bool = False,
+        image_size: int = 128,
+    ) -> None:
+        if obs_mode not in ("memory", "state", "rgb"):
+            raise ValueError(f"obs_mode must be one of 'memory', 'state', 'rgb'; got {obs_mode!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array'; got {render_mode!r}")
+        if not control_dt > 0:
+            raise ValueError(f"control_dt must be > 0, got {control_dt}")
+        self.spec_task = spec
+        self.obs_mode = obs_mode
+        self.render_mode = render_mode
+        self.model, self._qadr, self._mocap = build_spatial_model(spec)
+        self.data = mujoco.MjData(self.model)
+        self.substeps = max(1, round(control_dt / TIMESTEP))
+        self.hold_until_act = hold_until_act
+        self.terminate_on_success = terminate_on_success
+        self.batch = SpatialBatch(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
+        self.image_size = image_size
+        self._renderer: Any = None
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+        if obs_mode == "rgb":
+            self._renderer = self._make_renderer(image_size)
+            self.observation_space = gym.spaces.Dict(
+                {
+                    "rgb": gym.spaces.Box(0, 255, (image_size, image_size, 6), np.uint8),
+                    "proprio": _obs_space(7),
+                }
+            )
+        else:
+            self.observation_space = _obs_space(self.batch.layout.dim)
+        self._layout = None
+        self._done = True
+        self._success = np.zeros(1, bool)
+        self._phases = [spec.phase(t) for t in range(spec.T + 1)]
+        self._act_start = spec.act_start
+        self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
+        self._movable = np.flatnonzero(spec.movable)
+        self._qidx = np.array([self._qadr[j] for j in self._movable], int)
+        self._present = np.ones(spec.n_objects, bool)
+        self._dofadr = [
+            int(self.model.jnt_dofadr[self.model.joint(f"ox{j}").id]) if q >= 0 else -1
+            for j, q in enumerate(self._qadr)
+        ]
+
+    def _place(self) -> None:
+        """Put every object where the rules say it is (present) or out of the scene (hidden)."""
+        b = self.batch
+        present = b.present()[0]
+        vis = b.visible()[0]
+        for j in range(self.spec_task.n_objects):
+            if self._qadr[j] >= 0:
+                if present[j] != self._present[j] or not present[j]:
+                    a = self._qadr[j]
+                    xy = b.obj_pos[0, j, :2] if present[j] else (3.0 + j, 3.0)
+                    self.data.qpos[a : a + 2] = xy
+                    d = self._dofadr[j]
+                    self.data.qvel[d : d + 2] = b.obj_vel[0, j] if present[j] else 0.0
+            else:
+                k = self._mocap[j]
+                pos = b.obj_pos[0, j].copy()
+                if not vis[j]:
+                    pos[2] = HIDDEN_Z
+                self.data.mocap_pos[k] = pos
+        self._present = present
+        mujoco.mj_forward(self.model, self.data)
+
+    def _read_objects(self) -> None:
+        b = self.batch
+        present = b.present()[0]
+        for j in self._movable:
+            if present[j]:
+                a = self._qadr[j]
+                b.obj_pos[0, j, :2] = self.data.qpos[a : a + 2]
+                d = self._dofadr[j]
+                b.obj_vel[0, j] = self.data.qvel[d : d + 2]
+
+    def _obs(self):
+        tcp, vel = self._tcp()
+        obs = self.batch.observe(tcp, vel)[0]
+        if self.obs_mode != "rgb":
+            return obs
+        images = []
+        for cam in ("overhead", "gripper"):
+            self._renderer.update_scene(self.data, camera=cam)
+            images.append(self._renderer.render())
+        return {"rgb": np.concatenate(images, -1), "proprio": obs[:7].copy()}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        check_seed(seed)
+        gym.Env.reset(self, seed=seed)
+        rng = (
+            np.random.default_rng(seed)
+            if seed is not None
+            else np.random.default_rng(self.np_random.integers(2**63))
+        )
+        self._layout = sample_spatial_layout(self.spec_task, rng)
+        self.batch.set_layout(0, self._layout)
+        mujoco.mj_resetDataKeyframe(self.model, self.data, 0)
+        self._present[:] = ~self.batch.present()[0]  # force placing every object
+        self._place()
+        self._done = False
+        self._success[:] = False
+        return self._obs(), self._info()
+
+    def step(self, action):
+        if self._done:
+            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
+        a = check_action(action, (3,))
+        b = self.batch
+        if not (self.hold_until_act and b.t[0] < self._act_start):
+            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
+            self.data.ctrl[:3] = target
+        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
+        self._read_objects()
+        tcp, vel = self._tcp()
+        reward, success, _ = b.advance(tcp, vel)
+        self._success = success
+        self._place()
+        t = int(b.t[0])
+        terminated = bool(success[0]) and self.terminate_on_success
+        truncated = t >= self.spec_task.T and not terminated
+        self._done = terminated or truncated
+        return self._obs(), float(reward[0]), terminated, truncated, self._info()
+
+
+def make_mujoco_env(spec: TaskSpec | SpatialSpec, **kwargs: Any) -> MujocoEnv:
+    """The MuJoCo env of ``spec``: :class:`MujocoEnv` or :class:`SpatialMujocoEnv`."""
+    if isinstance(spec, SpatialSpec):
+        return SpatialMujocoEnv(spec, **kwargs)
+    return MujocoEnv(spec, **kwargs)

@@ -25,6 +25,7 @@ Success (official semantics, gated by one inequality ``t >= act_start`` in every
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,6 +210,8 @@ class TaskBatch:
             dense terms (``reach``, ``static``, ``progress``).
         """
         spec = self.spec
+        if self.num_envs == 1 and spec.n_targets == 1:
+            return self._advance_one(tcp, vel)
         self.t += 1
         active = self.t >= self._act_start
         speed = np.sqrt(np.einsum("ij,ij->i", vel, vel))
@@ -264,6 +267,37 @@ class TaskBatch:
         else:
             reward = dense / spec.dense_max
         return reward, success, components
+
+    def _advance_one(self, tcp: np.ndarray, vel: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+        """:meth:`advance` for one environment and one target in Python floats (same rules).
+
+        A single MuJoCo environment calls this every control step; numpy's per-call overhead on
+        arrays of three numbers would otherwise cost as much as the physics.
+        """
+        spec = self.spec
+        t = int(self.t[0]) + 1
+        self.t[0] = t
+        active = t >= self._act_start
+        vx, vy, vz = float(vel[0, 0]), float(vel[0, 1]), float(vel[0, 2])
+        speed = math.sqrt(vx * vx + vy * vy + vz * vz)
+        p = self._target_point[0]
+        dx, dy, dz = float(tcp[0, 0]) - p[0], float(tcp[0, 1]) - p[1], float(tcp[0, 2]) - p[2]
+        d = math.sqrt(dx * dx + dy * dy + dz * dz)
+        near = d < spec.touch_threshold
+        success = active and speed <= self.static_speed and near
+        reach = 1.0 - math.tanh(5.0 * d)
+        static_term = (1.0 - math.tanh(speed / self.static_speed)) if near else 0.0
+        dense = (spec.dense_max if success else reach + static_term) if active else 0.0
+        if success:
+            self.success_once[0] = True
+        if self.reward_mode == "sparse":
+            reward = float(success)
+        elif self.reward_mode == "dense":
+            reward = dense
+        else:
+            reward = dense / spec.dense_max
+        components = {"reach": np.array([reach]), "static": np.array([static_term])}
+        return np.array([reward]), np.array([success]), components
 
     def phase_names(self) -> np.ndarray:
         """Phase name of each environment at its current step."""

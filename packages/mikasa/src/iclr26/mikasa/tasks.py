@@ -314,16 +314,22 @@ TASKS: dict[str, TaskSpec] = _specs()
 
 
 def get_spec(env_id: str) -> TaskSpec:
-    """The :class:`TaskSpec` of ``env_id`` (ours, or an official id such as ``RememberColor3-v0``).
+    """The spec of ``env_id`` (ours, or an official id such as ``RememberColor3-v0``).
+
+    The moving-object tasks (ShellGamePush, Intercept*, TakeItBack) return a
+    :class:`iclr26.mikasa.spatial.SpatialSpec`; every other tabletop task a :class:`TaskSpec`.
 
     Raises:
         ValueError: unknown id; the message lists the valid ones.
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id must be a str, got {type(env_id).__name__}")
-    if env_id in TASKS:
-        return TASKS[env_id]
+    from iclr26.mikasa.spatial import SPATIAL_TASKS
+
+    every = {**TASKS, **SPATIAL_TASKS}
+    if env_id in every:
+        return every[env_id]
     lite = f"{NAMESPACE}/{env_id}"
-    if lite in TASKS:
-        return TASKS[lite]
-    raise ValueError(f"env_id {env_id!r} is not a tabletop task; valid ids: {', '.join(TASKS)}")
+    if lite in every:
+        return every[lite]
+    raise ValueError(f"env_id {env_id!r} is not a tabletop task; valid ids: {', '.join(every)}")

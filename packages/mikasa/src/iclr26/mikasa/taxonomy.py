@@ -72,7 +72,7 @@ def task_info(env_id: str) -> TaskInfo:
 
 def list_tasks(memory_type: MemoryType | str | None = None) -> list[str]:
     """Registered ids, optionally only those labelled with ``memory_type``."""
-    from iclr26.mikasa.tasks import TASKS
+    from iclr26.mikasa.envs import TABLETOP as TASKS
 
     if memory_type is None:
         return list(TASKS)

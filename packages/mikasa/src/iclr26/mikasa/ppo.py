@@ -1,0 +1,273 @@
+"""PPO (the official MIKASA-Robo baseline) with MLP, GRU and LSTM actor-critics, in torch.
+
+The official baselines (``ppo_memtasks.py`` / ``ppo_memtasks_lstm.py``, CleanRL style) run PPO on
+1,024 GPU environments with ``num_steps = T``, finite-horizon GAE, γ = 0.99, λ = 0.95, clip 0.2,
+4 update epochs, entropy coefficient 0, value coefficient 0.5, gradient norm 0.5 and
+``target_kl = 0.2``, on the ``normalized_dense`` reward. This class keeps those defaults at CPU
+scale on the batched kinematic backend:
+
+* every rollout is exactly one episode of T steps in each of ``num_envs`` environments (episodes
+  have a fixed length, so all environments start together and the recurrent state starts at zero
+  at every rollout — no hidden state crosses an episode boundary);
+* finite-horizon GAE: the value after the last step is 0 (the time t/T is in the observation);
+* a diagonal Gaussian policy with a state-independent log-std; the sampled action is clipped to
+  [-1, 1] for the environment and its unclipped value scored by the log-probability;
+* minibatches are sets of whole episodes, so a recurrent core is trained on full sequences
+  (the official LSTM script does the same with ``envsperbatch``).
+
+After :meth:`PPO.fit`, the object is a policy for :func:`iclr26.mikasa.evaluate` (deterministic:
+the Gaussian mean).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from iclr26.mikasa.kinematic import check_seed
+from iclr26.shared import progress as progress_bar
+
+__all__ = ["PPO", "PPO_POLICIES", "ActorCritic", "finite_horizon_gae"]
+
+log = logging.getLogger(__name__)
+PPO_POLICIES = ("mlp", "gru", "lstm")
+
+
+def finite_horizon_gae(
+    rewards: np.ndarray, values: np.ndarray, gamma: float, gae_lambda: float
+) -> np.ndarray:
+    """GAE advantages (N, T) of whole episodes: the value after the last step is 0.
+
+    A_t = Σ_k (γλ)^k δ_{t+k}, δ_t = r_t + γ V_{t+1} − V_t with V_T = 0.
+    """
+    rewards = np.asarray(rewards, np.float64)
+    values = np.asarray(values, np.float64)
+    if rewards.ndim != 2 or values.shape != rewards.shape:
+        raise ValueError(
+            f"rewards and values must both be (N, T), got {rewards.shape} and {values.shape}"
+        )
+    if not (np.isfinite(rewards).all() and np.isfinite(values).all()):
+        raise ValueError("rewards and values must be finite")
+    n, T = rewards.shape
+    adv = np.zeros((n, T))
+    last = np.zeros(n)
+    for t in reversed(range(T)):
+        nxt = values[:, t + 1] if t + 1 < T else 0.0
+        delta = rewards[:, t] + gamma * nxt - values[:, t]
+        last = delta + gamma * gae_lambda * last
+        adv[:, t] = last
+    return adv
+
+
+class ActorCritic(nn.Module):
+    """Shared encoder, an optional recurrent core, a Gaussian actor head and a value head."""
+
+    def __init__(self, obs_dim: int, hidden: int = 128, core: str = "mlp") -> None:
+        super().__init__()
+        self.core_kind = core
+        self.enc = nn.Sequential(
+            nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()
+        )
+        self.rnn = None
+        if core == "gru":
+            self.rnn = nn.GRU(hidden, hidden, batch_first=True)
+        elif core == "lstm":
+            self.rnn = nn.LSTM(hidden, hidden, batch_first=True)
+        self.actor = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 3))
+        self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.log_std = nn.Parameter(torch.full((3,), -0.5))
+        nn.init.orthogonal_(self.actor[-1].weight, 0.01)
+        nn.init.zeros_(self.actor[-1].bias)
+
+    def forward(self, seq: torch.Tensor, state: Any = None):
+        """(B, T, D) observations -> action means (B, T, 3), values (B, T) and the new state."""
+        h = self.enc(seq)
+        if self.rnn is not None:
+            h, state = self.rnn(h, state)
+        return self.actor(h), self.critic(h)[..., 0], state
+
+
+class PPO:
+    """Proximal policy optimisation on a MikasaLite task (kinematic backend).
+
+    Args:
+        policy: ``mlp`` (memoryless), ``gru`` or ``lstm``.
+        hidden: width of the encoder, core and heads.
+        num_envs: environments per rollout (each rollout is one episode per environment).
+        total_steps: environment steps to train for (rounded up to whole rollouts).
+        lr, gamma, gae_lambda, clip, ent_coef, vf_coef, update_epochs, minibatches,
+        max_grad_norm, target_kl: the official PPO hyper-parameters (defaults as upstream,
+            except ``minibatches``: 4 for 16 environments instead of 32 for 1,024).
+        obs_mode: ``memory`` (default) or ``state``.
+        reward_mode: ``normalized_dense`` (default, as upstream), ``dense`` or ``sparse``.
+        seed: seeds the network, the sampling and the environments.
+        device: torch device (CPU default).
+    """
+
+    def __init__(
+        self,
+        policy: str = "gru",
+        *,
+        hidden: int = 128,
+        num_envs: int = 16,
+        total_steps: int = 200_000,
+        lr: float = 3e-4,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip: float = 0.2,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        update_epochs: int = 4,
+        minibatches: int = 4,
+        max_grad_norm: float = 0.5,
+        target_kl: float | None = 0.2,
+        obs_mode: str = "memory",
+        reward_mode: str = "normalized_dense",
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if policy not in PPO_POLICIES:
+            raise ValueError(f"policy must be one of {PPO_POLICIES}; got {policy!r}")
+        for name, v in (
+            ("hidden", hidden), ("num_envs", num_envs), ("total_steps", total_steps),
+            ("update_epochs", update_epochs), ("minibatches", minibatches),
+        ):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if minibatches > num_envs:
+            raise ValueError(f"minibatches ({minibatches}) must be <= num_envs ({num_envs})")
+        for name, v, lo, hi in (
+            ("lr", lr, 0.0, np.inf), ("gamma", gamma, 0.0, 1.0), ("gae_lambda", gae_lambda, 0.0, 1.0),
+            ("clip", clip, 0.0, np.inf), ("max_grad_norm", max_grad_norm, 0.0, np.inf),
+        ):  # fmt: skip
+            if not (isinstance(v, float | int) and np.isfinite(v) and lo < v <= hi):
+                raise ValueError(f"{name} must be a finite number in ({lo}, {hi}], got {v!r}")
+        for name, v in (("ent_coef", ent_coef), ("vf_coef", vf_coef)):
+            if not (isinstance(v, float | int) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if obs_mode not in ("memory", "state"):
+            raise ValueError(f"obs_mode must be 'memory' or 'state'; got {obs_mode!r}")
+        self.kind, self.hidden, self.num_envs = policy, int(hidden), int(num_envs)
+        self.total_steps = int(total_steps)
+        self.lr, self.gamma, self.gae_lambda, self.clip = float(lr), gamma, gae_lambda, clip
+        self.ent_coef, self.vf_coef = float(ent_coef), float(vf_coef)
+        self.update_epochs, self.minibatches = int(update_epochs), int(minibatches)
+        self.max_grad_norm, self.target_kl = float(max_grad_norm), target_kl
+        self.obs_mode, self.reward_mode = obs_mode, reward_mode
+        self.seed = check_seed(seed) or 0
+        self.device = torch.device(device)
+        self.net_: ActorCritic | None = None
+        self.history_: list[dict[str, float]] = []
+
+    # --- training -----------------------------------------------------------------------------
+    def fit(self, env_id: str, *, progress: bool = False, **env_kwargs: Any) -> PPO:
+        """Train on ``env_id`` (kinematic backend); ``history_`` records every update."""
+        from iclr26.mikasa.kinematic import KinematicVectorEnv
+        from iclr26.mikasa.tasks import get_spec
+
+        spec = get_spec(env_id)
+        env = KinematicVectorEnv(
+            spec, self.num_envs, obs_mode=self.obs_mode, reward_mode=self.reward_mode,
+            **env_kwargs,
+        )  # fmt: skip
+        T, n = spec.T, self.num_envs
+        torch.manual_seed(self.seed)
+        gen = np.random.default_rng(self.seed)
+        obs_dim = env.single_observation_space.shape[0]
+        net = ActorCritic(obs_dim, self.hidden, self.kind).to(self.device)
+        opt = torch.optim.Adam(net.parameters(), lr=self.lr, eps=1e-5)
+        iters = -(-self.total_steps // (n * T))
+        obs_buf = torch.zeros((n, T, obs_dim), device=self.device)
+        act_buf = torch.zeros((n, T, 3), device=self.device)
+        logp_buf = torch.zeros((n, T), device=self.device)
+        val_buf = torch.zeros((n, T), device=self.device)
+        rew = np.zeros((n, T))
+        t0 = time.perf_counter()
+        for it in progress_bar(range(iters), desc=f"PPO {self.kind}", enabled=progress):
+            frac = 1.0 - it / iters  # linear learning-rate annealing, as upstream
+            opt.param_groups[0]["lr"] = frac * self.lr
+            obs, _ = env.reset(seed=int(gen.integers(2**31)))
+            state = None
+            success = np.zeros(n, bool)
+            with torch.no_grad():
+                for t in range(T):
+                    o = torch.as_tensor(obs, device=self.device)
+                    mean, value, state = net(o[:, None], state)
+                    mean, value = mean[:, 0], value[:, 0]
+                    std = net.log_std.exp()
+                    a = mean + std * torch.randn_like(mean)
+                    logp = torch.distributions.Normal(mean, std).log_prob(a).sum(-1)
+                    obs_buf[:, t], act_buf[:, t], logp_buf[:, t], val_buf[:, t] = o, a, logp, value
+                    a_env = a.clamp(-1.0, 1.0).cpu().numpy().astype(np.float64)
+                    obs, r, _term, _trunc, info = env.step(a_env)
+                    rew[:, t] = r
+                success = info["success"]
+                once = info["success_once"]
+            # finite-horizon GAE (the value after step T is 0)
+            values = val_buf.cpu().numpy()
+            adv = finite_horizon_gae(rew, values, self.gamma, self.gae_lambda)
+            ret = torch.as_tensor(adv + values, dtype=torch.float32, device=self.device)
+            adv_t = torch.as_tensor(adv, dtype=torch.float32, device=self.device)
+            stats = self._update(net, opt, obs_buf, act_buf, logp_buf, adv_t, ret, gen)
+            stats.update(
+                iteration=it, env_steps=(it + 1) * n * T, success_at_end=float(success.mean()),
+                success_once=float(once.mean()), mean_return=float(rew.sum(1).mean()),
+                seconds=time.perf_counter() - t0,
+            )  # fmt: skip
+            self.history_.append(stats)
+        self.net_ = net.eval()
+        return self
+
+    def _update(self, net, opt, obs, act, logp_old, adv, ret, gen) -> dict[str, float]:
+        n = obs.shape[0]
+        mb = n // self.minibatches
+        approx_kl = 0.0
+        for _epoch in range(self.update_epochs):
+            perm = gen.permutation(n)
+            for start in range(0, n - mb + 1, mb):
+                idx = torch.as_tensor(perm[start : start + mb], device=self.device)
+                mean, value, _ = net(obs[idx])
+                std = net.log_std.exp()
+                dist = torch.distributions.Normal(mean, std)
+                logp = dist.log_prob(act[idx]).sum(-1)
+                ratio = (logp - logp_old[idx]).exp()
+                a = adv[idx]
+                a = (a - a.mean()) / (a.std() + 1e-8)
+                pg = torch.max(-a * ratio, -a * ratio.clamp(1 - self.clip, 1 + self.clip)).mean()
+                v_loss = 0.5 * ((value - ret[idx]) ** 2).mean()
+                ent = dist.entropy().sum(-1).mean()
+                loss = pg + self.vf_coef * v_loss - self.ent_coef * ent
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
+                opt.step()
+                with torch.no_grad():
+                    approx_kl = float(((ratio - 1) - (logp - logp_old[idx])).mean())
+            if self.target_kl is not None and approx_kl > self.target_kl:
+                break
+        return {
+            "policy_loss": float(pg.detach()),
+            "value_loss": float(v_loss.detach()),
+            "approx_kl": approx_kl,
+        }
+
+    # --- acting -------------------------------------------------------------------------------
+    def reset(self, num_envs: int) -> None:
+        """Start ``num_envs`` new episodes (zero recurrent state)."""
+        if self.net_ is None:
+            raise RuntimeError("PPO.fit must be called before acting")
+        self._state = None
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions (num_envs, 3): the clipped Gaussian mean."""
+        if self.net_ is None:
+            raise RuntimeError("PPO.fit must be called before acting")
+        o = torch.as_tensor(np.asarray(obs, np.float32), device=self.device)
+        mean, _, self._state = self.net_(o[:, None], self._state)
+        return mean[:, 0].clamp(-1.0, 1.0).cpu().numpy().astype(np.float64)

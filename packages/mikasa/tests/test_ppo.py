@@ -1,0 +1,76 @@
+"""PPO: finite-horizon GAE, a training smoke run, determinism and bad arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+import iclr26.mikasa as mk
+from iclr26.mikasa.ppo import PPO, finite_horizon_gae
+
+
+def test_gae_with_lambda_one_is_discounted_return_minus_value():
+    rng = np.random.default_rng(0)
+    r, v = rng.normal(size=(3, 7)), rng.normal(size=(3, 7))
+    adv = finite_horizon_gae(r, v, 0.9, 1.0)
+    disc = np.array([[sum(0.9**k * r[i, t + k] for k in range(7 - t)) for t in range(7)]
+                     for i in range(3)])  # fmt: skip
+    np.testing.assert_allclose(adv, disc - v, atol=1e-12)
+    # lambda = 0: the one-step TD error, with V after the last step = 0
+    td = finite_horizon_gae(r, v, 0.9, 0.0)
+    np.testing.assert_allclose(td[:, -1], r[:, -1] - v[:, -1])
+    np.testing.assert_allclose(td[:, 0], r[:, 0] + 0.9 * v[:, 1] - v[:, 0])
+
+
+def test_gae_refuses_bad_shapes_and_nan():
+    with pytest.raises(ValueError, match="rewards and values"):
+        finite_horizon_gae(np.zeros((2, 3)), np.zeros((2, 4)), 0.9, 0.9)
+    with pytest.raises(ValueError, match="finite"):
+        finite_horizon_gae(np.full((2, 3), np.nan), np.zeros((2, 3)), 0.9, 0.9)
+
+
+@pytest.mark.parametrize("policy", ["mlp", pytest.param("gru", marks=pytest.mark.slow)])
+def test_ppo_trains_acts_and_is_deterministic(policy):
+    kw = {"num_envs": 4, "minibatches": 2, "total_steps": 2 * 4 * 90, "hidden": 16, "seed": 3}
+    a = PPO(policy, **kw).fit("ShellGameTouch-v0")
+    b = PPO(policy, **kw).fit("ShellGameTouch-v0")
+    assert len(a.history_) == 2
+    assert a.history_[-1]["env_steps"] == 720
+    assert [h["policy_loss"] for h in a.history_] == [h["policy_loss"] for h in b.history_]
+    a.reset(3)
+    obs = np.zeros(
+        (3, mk.make("ShellGameTouch-v0", backend="kinematic").observation_space.shape[0])
+    )
+    act = a.act(obs)
+    assert act.shape == (3, 3)
+    assert np.all(np.abs(act) <= 1)
+    res = mk.evaluate("ShellGameTouch-v0", a, 4, seed=0)
+    assert 0.0 <= res["success_at_end"] <= 1.0
+
+
+def test_ppo_state_mode_and_refusals():
+    agent = PPO("mlp", obs_mode="state", num_envs=2, minibatches=1, total_steps=90, hidden=8)
+    agent.fit("RememberColor3-v0")
+    assert mk.evaluate("RememberColor3-v0", agent, 2)["n_episodes"] == 2
+    with pytest.raises(RuntimeError, match="fit"):
+        PPO("gru").act(np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"policy": "transformer"}, "policy"),
+        ({"num_envs": 0}, "num_envs"),
+        ({"num_envs": 2, "minibatches": 4}, "minibatches"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"lr": float("nan")}, "lr"),
+        ({"ent_coef": -1.0}, "ent_coef"),
+        ({"total_steps": 2.5}, "total_steps"),
+        ({"obs_mode": "rgb"}, "obs_mode"),
+    ],
+)
+def test_ppo_bad_arguments_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        PPO(**kwargs)

@@ -1,0 +1,244 @@
+"""The moving-object tasks: ShellGamePush, Intercept{Slow,Medium,Fast}, TakeItBack."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import iclr26.mikasa as mk
+from iclr26.mikasa.compat import MISSING, lite_id
+from iclr26.mikasa.spatial import SPATIAL_TASKS, SpatialBatch, sample_spatial_layout
+from iclr26.mikasa.taxonomy import MemoryType
+
+IDS = list(SPATIAL_TASKS)
+OFFICIAL_T = {
+    "ShellGamePush": 90, "InterceptSlow": 90, "InterceptMedium": 90, "InterceptFast": 90,
+    "TakeItBack": 180,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_registered_with_official_timeout_and_check_env(env_id):
+    spec = SPATIAL_TASKS[env_id]
+    assert env_id in mk.all_ids()
+    assert gym.spec(env_id).max_episode_steps == OFFICIAL_T[spec.name] == spec.T
+    assert lite_id(f"{spec.name}-v0") == env_id
+    assert f"{spec.name}-v0" not in MISSING
+    for backend in ("kinematic", "mujoco"):
+        env = mk.make(env_id, backend=backend)
+        check_env(env.unwrapped, skip_render_check=True)
+        env.close()
+
+
+def test_taxonomy_entries():
+    assert mk.task_info("ShellGamePush-v0").memory_types == (MemoryType.OBJECT,)
+    assert mk.task_info("ShellGamePush-v0").chance_success == pytest.approx(1 / 3)
+    for name in ("InterceptSlow", "InterceptMedium", "InterceptFast", "TakeItBack"):
+        info = mk.task_info(f"{name}-v0")
+        assert info.memory_types == (MemoryType.SPATIAL,)
+        assert info.chance_success is None
+        assert info.cue_steps == 0
+    assert set(mk.list_tasks("spatial")) >= {f"MikasaLite/{n}-v0" for n in ("TakeItBack",)}
+
+
+def test_official_constants():
+    s = SPATIAL_TASKS
+    assert s["MikasaLite/ShellGamePush-v0"].goal_radius == pytest.approx(0.08)
+    assert s["MikasaLite/TakeItBack-v0"].goal_radius == 0.08
+    vr = [s[f"MikasaLite/Intercept{n}-v0"].velocity_range for n in ("Slow", "Medium", "Fast")]
+    assert vr == [(0.25, 0.5), (0.5, 0.75), (0.75, 1.0)]
+    assert [x.dense_max for x in s.values()] == [4.0, 30.0, 30.0, 30.0, 30.0]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_seed_determinism_and_backend_agreement(env_id):
+    k = mk.make(env_id, backend="kinematic")
+    m = mk.make(env_id, backend="mujoco")
+    a, _ = k.reset(seed=7)
+    b, _ = k.reset(seed=7)
+    c, _ = k.reset(seed=8)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    k.reset(seed=11)
+    ok, info_k = k.reset(seed=11)
+    om, info_m = m.reset(seed=11)
+    np.testing.assert_array_equal(ok, om)  # identical layout from the same seed
+    np.testing.assert_array_equal(info_k["oracle_info"], info_m["oracle_info"])
+    # no contact: the ball rolls and the objects rest identically on both backends
+    for _ in range(30):
+        ok, *_ = k.step(np.zeros(3, np.float32))
+        om, *_ = m.step(np.zeros(3, np.float32))
+    np.testing.assert_allclose(ok, om, atol=1e-4)
+    m.close()
+
+
+def test_layout_ranges_match_the_official_source():
+    rng = np.random.default_rng(0)
+    spec = SPATIAL_TASKS["MikasaLite/InterceptMedium-v0"]
+    lays = [sample_spatial_layout(spec, rng) for _ in range(500)]
+    v = np.array([lay.velocity[0] for lay in lays])
+    assert v[:, 0].min() >= 0
+    assert v[:, 0].max() <= 0.05
+    assert v[:, 1].min() >= 0.5
+    assert v[:, 1].max() <= 0.75
+    dx = np.array([lay.goal[0] - lay.objects[0, 0] for lay in lays])
+    np.testing.assert_allclose(dx, 0.2)
+    tib = SPATIAL_TASKS["MikasaLite/TakeItBack-v0"]
+    starts = np.array([sample_spatial_layout(tib, rng).oracle_info[:2] for _ in range(600)])
+    strip = np.floor(starts[:, 1] / 0.1 + 1e-9).astype(int)
+    assert set(strip) == {-1, 0, 1}
+    assert np.all((starts[:, 1] - strip * 0.1 >= 0) & (starts[:, 1] - strip * 0.1 <= 0.05))
+    cups = np.array([sample_spatial_layout(SPATIAL_TASKS[IDS[0]], rng).target for _ in range(900)])
+    counts = np.bincount(cups - 1, minlength=3)
+    assert ((counts - 300) ** 2 / 300).sum() < 13.8  # chi2(2) at p = 0.001
+
+
+def _batch(env_id, reward_mode="normalized_dense"):
+    spec = SPATIAL_TASKS[env_id]
+    b = SpatialBatch(spec, 1, "memory", reward_mode)
+    b.set_layout(0, sample_spatial_layout(spec, np.random.default_rng(0)))
+    return b
+
+
+def test_shell_push_success_threshold_gating_and_static():
+    b = _batch("MikasaLite/ShellGamePush-v0")
+    cup = b.target[0]
+    still = np.zeros((1, 3))
+    for dist, t0, vel, want in (
+        (0.079, 5, still, True), (0.081, 5, still, False), (0.0, 3, still, False),
+        (0.0, 5, np.array([[0.2, 0.0, 0.0]]), False),
+    ):  # fmt: skip
+        b.t[:] = t0 - 1
+        b.obj_pos[0, cup, :2] = b.goal[0] + [dist, 0.0]
+        r, s, _ = b.advance(np.array([[0.0, 0.0, 0.2]]), vel)
+        assert bool(s[0]) is want, (dist, t0)
+        assert 0.0 <= r[0] <= 1.0
+        assert (r[0] == 1.0) == want
+
+
+def test_intercept_success_threshold_and_dense_max():
+    b = _batch("MikasaLite/InterceptSlow-v0", "dense")
+    for dist, want in ((0.099, True), (0.101, False)):
+        b.obj_pos[0, 0, :2] = b.goal[0] + [0.0, dist]
+        r, s, _ = b.advance(np.array([[0.0, 0.0, 0.2]]), np.ones((1, 3)))  # no static needed
+        assert bool(s[0]) is want
+        assert (r[0] == 30.0) == want
+        assert r[0] <= 30.0
+
+
+def test_take_it_back_needs_the_goal_first():
+    b = _batch("MikasaLite/TakeItBack-v0", "sparse")
+    start = b.oracle_info[0, :2]
+    tcp, vel = np.array([[0.0, 0.0, 0.2]]), np.zeros((1, 3))
+    b.obj_pos[0, 0, :2] = start
+    assert not b.advance(tcp, vel)[1][0]  # back at the start without reaching the goal
+    b.obj_pos[0, 0, :2] = b.goal[0] + [0.07, 0.0]
+    r, s, _ = b.advance(tcp, vel)
+    assert not s[0]
+    assert b.goal_reached[0]
+    assert r[0] == 0.0
+    vis = b.visible()[0]
+    assert not vis[1]
+    assert vis[2]
+    assert not vis[3]
+    b.obj_pos[0, 0, :2] = start + np.array([0.0, 0.079])
+    assert b.advance(tcp, vel)[1][0]
+
+
+def test_push_model_moves_discs_along_the_normal_and_stops_the_ball():
+    b = _batch("MikasaLite/TakeItBack-v0")
+    cube = b.obj_pos[0, 0].copy()
+    old = np.array([[cube[0] - 0.05, cube[1], 0.02]])
+    new = old + np.array([0.03, 0.0, 0.0])  # overlaps the disc by 0.01
+    b.push(old, new, 0.04)
+    np.testing.assert_allclose(b.obj_pos[0, 0, :2], [cube[0] + 0.01, cube[1]], atol=1e-12)
+    bi = _batch("MikasaLite/InterceptFast-v0")
+    ball = bi.obj_pos[0, 0].copy()
+    bi.obj_vel[0, 0] = [0.0, 0.8]
+    wall = np.array([[ball[0], ball[1] + 0.05, 0.02]])  # a static gripper straight ahead
+    for _ in range(3):
+        bi.push(wall, wall, 0.04)
+    np.testing.assert_allclose(bi.obj_vel[0, 0], 0.0, atol=1e-12)
+    assert bi.obj_pos[0, 0, 1] == pytest.approx(ball[1] + 0.05 - 0.03)
+
+
+def _binomial_interval(p, n, z=2.576):
+    half = z * math.sqrt(p * (1 - p) / n)
+    return p - half - 1 / n, p + half + 1 / n
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_oracle_bounds_kinematic(env_id):
+    spec = SPATIAL_TASKS[env_id]
+    metric = "success_once" if spec.family == "intercept" else "success_at_end"
+    res = {k: mk.evaluate(env_id, mk.make_oracle(k, env_id), 100, seed=0) for k in
+           ("memory", "memoryless", "state")}  # fmt: skip
+    assert res["memory"][metric] >= 0.95
+    assert res["state"][metric] >= 0.95
+    blind = res["memoryless"][metric]
+    if spec.family == "shell_push":
+        lo, hi = _binomial_interval(1 / 3, 100)
+        assert lo <= blind <= hi
+    else:  # no 1/K level: the memoryless yardstick stays well below the memory oracle
+        assert blind <= res["memory"][metric] - 0.3
+
+
+@pytest.mark.parametrize(
+    ("env_id", "n"),
+    [
+        ("ShellGamePush-v0", 2),
+        pytest.param("InterceptFast-v0", 4, marks=pytest.mark.slow),
+        pytest.param("TakeItBack-v0", 2, marks=pytest.mark.slow),
+    ],
+)
+def test_memory_oracle_on_mujoco(env_id, n):
+    spec = mk.get_spec(env_id)
+    metric = "success_once" if spec.family == "intercept" else "success_at_end"
+    res = mk.evaluate(env_id, mk.make_oracle("memory", env_id), n, seed=0, backend="mujoco")
+    assert res[metric] >= 0.75
+
+
+def test_vector_autoreset_on_a_moving_task():
+    vec = mk.make_vec("InterceptSlow-v0", 4, autoreset_mode="same_step")
+    vec.reset(seed=0)
+    for _ in range(89):
+        vec.step(np.zeros((4, 3)))
+    _obs, _r, term, trunc, info = vec.step(np.zeros((4, 3)))
+    assert trunc.all()
+    assert not term.any()
+    assert info["_final_obs"].all()
+    assert (info["elapsed_steps"] == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "err"),
+    [
+        ({"obs_mode": "pixels"}, ValueError),
+        ({"reward_mode": "shaped"}, ValueError),
+        ({"delta_time": 3}, ValueError),
+    ],
+)
+def test_bad_arguments(kwargs, err):
+    with pytest.raises(err):
+        mk.make("TakeItBack-v0", backend="kinematic", **kwargs)
+
+
+@pytest.mark.slow
+def test_shell_push_memory_mode_does_not_leak_the_cup():
+    from sklearn.linear_model import LogisticRegression
+
+    spec = SPATIAL_TASKS["MikasaLite/ShellGamePush-v0"]
+    n = 400
+    vec = mk.make_vec("ShellGamePush-v0", n)
+    cue, info = vec.reset(seed=0)
+    y = info["oracle_info"][:, 0].astype(int)
+    for _ in range(spec.cue_end + 2):
+        after, *_ = vec.step(np.zeros((n, 3)))
+    for obs, lo, hi in ((cue, 0.9, 1.0), (after, 0.0, 1 / 3 + 0.1)):
+        clf = LogisticRegression(C=100.0, max_iter=5000).fit(obs[:300], y[:300])
+        acc = clf.score(obs[300:], y[300:])
+        assert lo <= acc <= hi, acc
