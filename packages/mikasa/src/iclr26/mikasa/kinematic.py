@@ -72,7 +72,8 @@ def check_action(action: Any, shape: tuple[int, ...], name: str = "action") -> n
 OBS_BOUND = 2.0  # positions lie in ±0.35 m; velocities are clipped to ±2 m/s in observations
 
 
-def _obs_space(dim: int) -> gym.spaces.Box:
+def obs_space(dim: int) -> gym.spaces.Box:
+    """The float32 observation Box (±``OBS_BOUND``) of dimension ``dim``, for both backends."""
     return gym.spaces.Box(-OBS_BOUND, OBS_BOUND, shape=(dim,), dtype=np.float32)
 
 
@@ -166,7 +167,7 @@ class KinematicVectorEnv(VectorEnv):
                 "same_step": AutoresetMode.SAME_STEP,
             }[autoreset_mode],
         }
-        self.single_observation_space = _obs_space(self.batch.layout.dim)
+        self.single_observation_space = obs_space(self.batch.layout.dim)
         self.single_action_space = _action_space()
         self.observation_space = gym.vector.utils.batch_space(
             self.single_observation_space, self.num_envs

@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 from iclr26.mikasa.data import COLORS, SHAPES
-from iclr26.mikasa.kinematic import MAX_DELTA, _obs_space, check_action, check_seed
+from iclr26.mikasa.kinematic import MAX_DELTA, check_action, check_seed, obs_space
 from iclr26.mikasa.semantics import TaskBatch
 from iclr26.mikasa.spatial import TABLE_EDGE, SpatialBatch, SpatialSpec, sample_spatial_layout
 from iclr26.mikasa.tasks import (
@@ -199,11 +199,11 @@ class MujocoEnv(gym.Env):
             self.observation_space = gym.spaces.Dict(
                 {
                     "rgb": gym.spaces.Box(0, 255, (image_size, image_size, 6), np.uint8),
-                    "proprio": _obs_space(7),
+                    "proprio": obs_space(7),
                 }
             )
         else:
-            self.observation_space = _obs_space(self.batch.layout.dim)
+            self.observation_space = obs_space(self.batch.layout.dim)
         self._layout = None
         self._frame = -1
         self._done = True
@@ -473,11 +473,11 @@ class SpatialMujocoEnv(MujocoEnv):
             self.observation_space = gym.spaces.Dict(
                 {
                     "rgb": gym.spaces.Box(0, 255, (image_size, image_size, 6), np.uint8),
-                    "proprio": _obs_space(7),
+                    "proprio": obs_space(7),
                 }
             )
         else:
-            self.observation_space = _obs_space(self.batch.layout.dim)
+            self.observation_space = obs_space(self.batch.layout.dim)
         self._layout = None
         self._done = True
         self._success = np.zeros(1, bool)
