@@ -12,6 +12,7 @@ the LFR frames (non-causal reference); FLOPs and latency per query of every meth
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -81,6 +82,9 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
     )
     flow_state = {k: v.clone() for k, v in model.flownet.state_dict().items()}
     seg_state = {k: v.clone() for k, v in seg.state_dict().items()}
+    # the model before the end-to-end stage (segmenter as pretrained, flow pretrained, zero-init
+    # residual branches): separates what the short end-to-end stage adds or costs
+    before_e2e = copy.deepcopy(model)
     lifr_cfg = TrainConfig(s["lifr_steps"], 4, lr=1e-4, seed=seed, progress=progress)  # paper's lr
     fit_lifrseg(model, d_train, lifr_cfg, segmenter_lr_factor=1.0)
     if s["separate_avg"]:  # the "w/o ScoreNet" ablation trained on its own, same schedule
@@ -103,6 +107,7 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
         "LiFR-Seg": LiFRMethod(model),
         "LiFR-Seg w/o memory": LiFRMethod(model, use_memory=False),
         "LiFR-Seg with analytic flow (reference)": LiFRMethod(model, gt_flow=True),
+        "LiFR-Seg before end-to-end training (reference)": LiFRMethod(before_e2e),
         "feature warp w/o confidence": LiFRMethod(avg_model),
         "image warp": LiFRMethod(
             model.variant(propagate="image", use_refine=False, use_memory=False)
