@@ -132,7 +132,8 @@ def _random_case(n, c, h, w, seed, dtype, scale=3.0):
 
 
 @pytest.mark.parametrize(
-    ("n", "c", "h", "w"), [(2, 3, 9, 11), (1, 5, 16, 16), (1, 2, 1, 7), (3, 1, 33, 20), (2, 19, 9, 11)]
+    ("n", "c", "h", "w"),
+    [(2, 3, 9, 11), (1, 5, 16, 16), (1, 2, 1, 7), (3, 1, 33, 20), (2, 19, 9, 11)],
 )
 def test_splat_sum_equals_reference_implementation(n, c, h, w):
     # the native adjoint-of-grid_sample splat equals the literal four-corner index_add_ version
