@@ -106,6 +106,36 @@ CASES = {
         ValueError,
         "metric must be finite",
     ),
+    "softmax_splat_with_coverage metric int": (
+        lambda: L.softmax_splat_with_coverage(X, FLOW, torch.zeros(1, 1, 8, 8, dtype=torch.long)),
+        TypeError,
+        "metric must be a floating",
+    ),
+    "softmax_splat eps": (
+        lambda: L.softmax_splat(X, FLOW, mode="avg", eps=-1.0),
+        ValueError,
+        "eps",
+    ),
+    "splat_sum flow inf": (
+        lambda: L.splat_sum(X, torch.full((1, 2, 8, 8), float("inf"))),
+        ValueError,
+        "flow must be finite",
+    ),
+    "splat_sum_reference flow dtype": (
+        lambda: L.splat_sum_reference(X, FLOW.long()),
+        TypeError,
+        "flow must be a floating",
+    ),
+    "fit_lifrseg segmenter_lr_factor": (
+        lambda: L.fit_lifrseg(
+            L.LiFRSeg(),
+            None,
+            L.TrainConfig(1, 1),
+            segmenter_lr_factor=0.0,
+        ),
+        ValueError,
+        "segmenter_lr_factor",
+    ),
     "backward_warp padding": (lambda: L.backward_warp(X, FLOW, "wrap"), ValueError, "padding_mode"),
     "resize_flow": (
         lambda: L.resize_flow(torch.zeros(1, 3, 4, 4), (2, 2)),

@@ -24,7 +24,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "CLASSES", "AnytimeSegDataset", "Sequence", "ShapesWorld", "collate_anytime",
             "make_sequence", "make_split", "night_degrade",
         ],
-        "splat": ["backward_warp", "resize_flow", "softmax_splat", "splat_sum"],
+        "splat": [
+            "backward_warp", "resize_flow", "softmax_splat", "softmax_splat_with_coverage",
+            "splat_sum", "splat_sum_reference",
+        ],
         "losses": ["flow_epe", "laplace_nll", "ohem_cross_entropy"],
         "metrics": ["confusion_matrix", "mean_iou"],
         "models": [

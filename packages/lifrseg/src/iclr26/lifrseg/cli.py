@@ -141,7 +141,8 @@ def _train_setup(parser: argparse.ArgumentParser):
         fit_lifrseg(
             model,
             ds,
-            TrainConfig(args.steps, 4, seed=args.seed, progress=progress),
+            TrainConfig(args.steps, 4, lr=1e-4, seed=args.seed, progress=progress),
+            segmenter_lr_factor=1.0,
             checkpoint=out / "lifrseg_stage3.safetensors",
         )
         save_lifrseg(model, out / "lifrseg.safetensors")

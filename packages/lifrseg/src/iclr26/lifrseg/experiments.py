@@ -12,6 +12,7 @@ the LFR frames (non-causal reference); FLOPs and latency per query of every meth
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -81,15 +82,17 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
     )
     flow_state = {k: v.clone() for k, v in model.flownet.state_dict().items()}
     seg_state = {k: v.clone() for k, v in seg.state_dict().items()}
-    fit_lifrseg(model, d_train, TrainConfig(s["lifr_steps"], 4, seed=seed, progress=progress))
+    # the model before the end-to-end stage (segmenter as pretrained, flow pretrained, zero-init
+    # residual branches): separates what the short end-to-end stage adds or costs
+    before_e2e = copy.deepcopy(model)
+    lifr_cfg = TrainConfig(s["lifr_steps"], 4, lr=1e-4, seed=seed, progress=progress)  # paper's lr
+    fit_lifrseg(model, d_train, lifr_cfg, segmenter_lr_factor=1.0)
     if s["separate_avg"]:  # the "w/o ScoreNet" ablation trained on its own, same schedule
         seg_avg = Segmenter(K)
         seg_avg.load_state_dict(seg_state)
         avg_model = LiFRSeg(LiFRSegConfig(num_classes=K, use_score=False), seg_avg)
         avg_model.flownet.load_state_dict(flow_state)
-        fit_lifrseg(
-            avg_model, d_train, TrainConfig(s["lifr_steps"], 4, seed=seed, progress=progress)
-        )
+        fit_lifrseg(avg_model, d_train, lifr_cfg, segmenter_lr_factor=1.0)
     else:  # quick: the same weights with the confidence ignored
         avg_model = model.variant(use_score=False)
     seg_frozen = Segmenter(K)
@@ -104,6 +107,7 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
         "LiFR-Seg": LiFRMethod(model),
         "LiFR-Seg w/o memory": LiFRMethod(model, use_memory=False),
         "LiFR-Seg with analytic flow (reference)": LiFRMethod(model, gt_flow=True),
+        "LiFR-Seg before end-to-end training (reference)": LiFRMethod(before_e2e),
         "feature warp w/o confidence": LiFRMethod(avg_model),
         "image warp": LiFRMethod(
             model.variant(propagate="image", use_refine=False, use_memory=False)
@@ -114,12 +118,11 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
         "hold-last": HoldLast(seg_frozen),
         "early fusion": fusion,
     }
-    curves = {name: anytime_curve(m, d_test, K)[1] for name, m in methods.items()}
+    curves, changed = _evaluate(methods, d_test)
     night_curves = {
         name: anytime_curve(methods[name], d_night, K)[1]
         for name in ("HFR oracle", "LiFR-Seg", "hold-last")
     }
-    changed = _changed_pixel_accuracy(methods, d_test)
     with torch.no_grad():
         batch = collate_anytime([d_test[0]])
         examples = {
@@ -132,19 +135,41 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
 
 
 @torch.no_grad()
-def _changed_pixel_accuracy(methods: dict[str, Any], ds: AnytimeSegDataset) -> dict[str, float]:
-    """Pixel accuracy at the largest δt on pixels whose class changed since the frame
-    (motion, disocclusion and emergence: where propagation must work)."""
+def _evaluate(
+    methods: dict[str, Any], ds: AnytimeSegDataset, batch_size: int = 16
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """One pass over ``ds`` running every method once per batch: mIoU per δt (confusion matrices
+    over the whole split, as :func:`anytime_curve`) and the pixel accuracy at the largest δt on
+    pixels whose class changed since the frame (motion, disocclusion and emergence: where
+    propagation must work)."""
+    from iclr26.lifrseg.metrics import confusion_matrix
+
+    for m in methods.values():
+        for mod in (getattr(m, "model", None), getattr(m, "segmenter", None), m):
+            if isinstance(mod, torch.nn.Module):
+                mod.eval()
+    k = len(ds.deltas)
+    cms = {n: [torch.zeros(K, K, dtype=torch.long) for _ in range(k)] for n in methods}
     hits = dict.fromkeys(methods, 0)
     total = 0
-    for i in range(0, len(ds), 16):
-        b = collate_anytime([ds[j] for j in range(i, min(i + 16, len(ds)))])
+    for i in range(0, len(ds), batch_size):
+        b = collate_anytime([ds[j] for j in range(i, min(i + batch_size, len(ds)))])
         mask = b["label"][:, -1] != b["label_t"]
         total += int(mask.sum())
         for n, m in methods.items():
-            pred = m(b)[:, -1].argmax(1)
-            hits[n] += int((pred == b["label"][:, -1])[mask].sum())
-    return {n: hits[n] / max(total, 1) for n in methods}
+            pred = m(b).argmax(2)
+            for q in range(k):
+                cms[n][q] += confusion_matrix(pred[:, q], b["label"][:, q], K)
+            hits[n] += int((pred[:, -1] == b["label"][:, -1])[mask].sum())
+    curves = {}
+    for n in methods:
+        out = []
+        for cm in cms[n]:
+            union = cm.sum(0) + cm.sum(1) - cm.diag()
+            present = union > 0
+            out.append(float((cm.diag().double()[present] / union[present]).mean()))
+        curves[n] = out
+    return curves, {n: hits[n] / max(total, 1) for n in methods}
 
 
 def _ms(v: list[float]) -> str:
@@ -285,7 +310,18 @@ def _examples_figure(ex, deltas):
 
 
 def _bench_splat(quick: bool) -> list[dict[str, Any]]:
-    from iclr26.lifrseg.splat import backward_warp, softmax_splat
+    """``softmax_splat`` (soft) vs ``grid_sample`` backward warping on the same input, and the
+    previous literal implementation (four corners, one ``index_add_``): the three are timed in
+    interleaved rounds (so a load change on a shared machine hits all of them), and the ratio is
+    taken per round; medians and spread (IQR / median) over the rounds."""
+    import time
+
+    from iclr26.lifrseg.splat import backward_warp, softmax_splat, splat_sum_reference
+
+    def soft_reference(x, flow, metric):  # the 0.1.0 softmax_splat: one index_add_ splat
+        m = torch.exp(metric.clamp(-20, 20) - metric.clamp(-20, 20).amax((1, 2, 3), True))
+        out = splat_sum_reference(torch.cat([x * m, m], 1), flow)
+        return out[:, :-1] / (out[:, -1:] + 1e-7)
 
     rows = []
     sizes = (64, 256) if quick else (64, 128, 256, 512)
@@ -295,13 +331,31 @@ def _bench_splat(quick: bool) -> list[dict[str, Any]]:
             x = torch.randn(1, c, size, size, generator=g)
             flow = 3 * torch.randn(1, 2, size, size, generator=g)
             metric = torch.randn(1, 1, size, size, generator=g)
-            reps = 3 if size >= 256 else 7
-            t_soft = timeit(lambda: softmax_splat(x, flow, metric), repeats=reps)  # noqa: B023
-            t_back = timeit(lambda: backward_warp(x, flow), repeats=reps)  # noqa: B023
+            fns = {
+                "splat": lambda: softmax_splat(x, flow, metric),  # noqa: B023
+                "ref": lambda: soft_reference(x, flow, metric),  # noqa: B023
+                "grid": lambda: backward_warp(x, flow),  # noqa: B023
+            }
+            rounds = (7 if quick else 11) if size >= 256 else (15 if quick else 25)
+            ts = {k: [] for k in fns}
+            for f in fns.values():
+                f()  # warm-up
+            for _ in range(rounds):
+                for k, f in fns.items():
+                    t0 = time.perf_counter()
+                    f()
+                    ts[k].append(time.perf_counter() - t0)
+            a = {k: np.asarray(v) for k, v in ts.items()}
+            ratio = a["splat"] / a["grid"]
+            q1, med, q3 = np.percentile(ratio, [25, 50, 75])
             rows.append({
-                "size": f"{size}²", "C": c, "softmax_splat ms": 1e3 * t_soft.median,
-                "grid_sample ms": 1e3 * t_back.median, "splat / grid_sample": t_soft.median / t_back.median,
-                "spread (IQR/median, splat)": t_soft.iqr / t_soft.median,
+                "size": f"{size}²", "C": c, "rounds": rounds,
+                "softmax_splat ms": 1e3 * float(np.median(a["splat"])),
+                "0.1.0 splat (index_add_) ms": 1e3 * float(np.median(a["ref"])),
+                "grid_sample ms": 1e3 * float(np.median(a["grid"])),
+                "splat / grid_sample": float(med),
+                "ratio IQR": float(q3 - q1),
+                "speed-up vs 0.1.0": float(np.median(a["ref"] / a["splat"])),
             })  # fmt: skip
     return rows
 

@@ -28,7 +28,7 @@ from iclr26.lifrseg.models import (
     Segmenter,
     TemporalMemoryAttention,
 )
-from iclr26.lifrseg.splat import _softmax_splat, resize_flow
+from iclr26.lifrseg.splat import resize_flow, softmax_splat_with_coverage
 
 __all__ = ["LiFRSeg", "LiFRSegConfig"]
 
@@ -139,7 +139,7 @@ class LiFRSeg(nn.Module):
             metric = (
                 F.interpolate(score, size=size, mode="area") if score.shape[-2:] != size else score
             )
-        out, cover = _softmax_splat(x, fl, metric, self.config.splat_mode, coverage=True)
+        out, cover = softmax_splat_with_coverage(x, fl, metric, self.config.splat_mode)
         return out, (cover < 1e-3).to(x.dtype)
 
     def forward(

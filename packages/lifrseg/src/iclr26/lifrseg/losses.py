@@ -80,7 +80,12 @@ def flow_epe(
         raise ValueError(f"pred must be [N, 2, H, W], got {getattr(pred, 'shape', type(pred))}")
     if not isinstance(target, torch.Tensor) or target.shape != pred.shape:
         raise ValueError(f"target must have pred's shape {tuple(pred.shape)}")
-    epe = (pred - target).norm(dim=1)
+    d = pred - target
+    sq = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]
+    # ‖d‖₂ as two squares and a sqrt (a strided norm over the 2-channel axis is ~50x slower on
+    # CPU); the where() keeps the gradient 0 at d = 0, as torch's norm does
+    nonzero = sq > 0
+    epe = torch.where(nonzero, torch.sqrt(torch.where(nonzero, sq, torch.ones_like(sq))), 0.0)
     if mask is None:
         return epe.mean()
     if mask.shape != epe.shape:

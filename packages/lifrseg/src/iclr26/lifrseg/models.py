@@ -210,9 +210,12 @@ class _EventEncoder(nn.Module):
 
 def _bilinear_sample(img: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
     h, w = img.shape[-2:]
-    gx = 2 * coords[..., 0] / max(w - 1, 1) - 1
-    gy = 2 * coords[..., 1] / max(h - 1, 1) - 1
-    return F.grid_sample(img, torch.stack([gx, gy], -1), align_corners=True)
+    scale = torch.tensor(
+        [2 / max(w - 1, 1), 2 / max(h - 1, 1)], dtype=coords.dtype, device=coords.device
+    )
+    return F.grid_sample(
+        img, torch.addcmul(coords.new_tensor(-1.0), coords, scale), align_corners=True
+    )
 
 
 class _CorrPyramid:

@@ -194,12 +194,19 @@ def fit_lifrseg(
     *,
     freeze_flow: bool = True,
     score_nll_weight: float = 0.0,
+    segmenter_lr_factor: float = 0.1,
     checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Stage 3: LiFR-Seg end to end with OHEM CE averaged over each frame's query chain (processed
     in order, memory written after each query). ``freeze_flow`` keeps the pretrained flow network
     fixed (whether the paper does is not published; our default, it also halves the cost).
-    ``score_nll_weight > 0`` adds the Laplace NLL of the flow error as ScoreNet supervision."""
+    ``score_nll_weight > 0`` adds the Laplace NLL of the flow error as ScoreNet supervision.
+    The pretrained segmenter trains at ``segmenter_lr_factor`` × ``cfg.lr``; the paper trains
+    everything with AdamW at 1e-4: ``TrainConfig(lr=1e-4)`` with ``segmenter_lr_factor=1`` (what
+    ``reproduce`` and ``train`` do). With the new modules at 1e-3, Adam's first sign-like steps turn the zero-initialised residual
+    branches (RefineNet, memory output) into noise that a short run never recovers from."""
+    if not np.isfinite(segmenter_lr_factor) or segmenter_lr_factor <= 0:
+        raise ValueError(f"segmenter_lr_factor must be positive, got {segmenter_lr_factor}")
     if not isinstance(model, LiFRSeg):
         raise TypeError(f"model must be a LiFRSeg, got {type(model).__name__}")
     if _resume(model, checkpoint):
@@ -207,10 +214,10 @@ def fit_lifrseg(
     torch.manual_seed(cfg.seed)
     for p in model.flownet.parameters():
         p.requires_grad_(not freeze_flow)
-    # the pretrained segmenter is fine-tuned at a tenth of the lr (1e-4 with the default 1e-3: the
-    # paper's lr); the new modules (ScoreNet, RefineNet, memory) train at the full lr
     pretrained = {id(p) for p in model.segmenter.parameters()}
-    opt, sched = _optimiser(model.parameters(), cfg, slow=pretrained)
+    opt, sched = _optimiser(
+        model.parameters(), cfg, slow=pretrained, slow_factor=segmenter_lr_factor
+    )
     model.train()
     model.flownet.train(not freeze_flow)
     losses = []
