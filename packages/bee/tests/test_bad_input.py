@@ -34,6 +34,12 @@ CASES = [
     ("fit_probe batch", lambda: bee.fit_probe(X, y, X, y, A0, batch_size=2.5), TypeError,
      "batch_size"),
     ("fit_probe empty", lambda: bee.fit_probe(X[:0], y[:0], X, y, A0), ValueError, "X_train"),
+    ("fit_probe unknown keyword", lambda: bee.fit_probe(X, y, X, y, A0, learning_rate=0.1),
+     TypeError, "learning_rate"),
+    ("normalize_anchors zero row", lambda: bee.normalize_anchors(np.zeros((2, 4))), ValueError,
+     "class_anchors"),
+    ("normalize_anchors NaN", lambda: bee.normalize_anchors(NAN[2:4]), ValueError,
+     "class_anchors"),
     ("fit_probes label shape", lambda: bee.fit_probes(X, y, X, y[None], A0), ValueError,
      "labels"),
     ("alignment dim", lambda: bee.alignment(W, E[:, :3]), ValueError, "concept_emb"),
@@ -113,7 +119,7 @@ def test_every_public_callable_is_covered():
                "sentences": "make_bird_sentences", "precomputed": "PrecomputedEncoder",
                "lsa": "LSAEncoder", "metadata": "load_metadata_csv", "knee": "knee_threshold"}  # fmt: skip
     names = {aliases.get(c, c) for c in covered}
-    api = {"fit_probe", "fit_probes", "alignment", "class_scores", "max_gap", "drift_scores",
+    api = {"fit_probe", "fit_probes", "normalize_anchors", "alignment", "class_scores", "max_gap", "drift_scores",
            "knee_threshold", "discover", "null_calibrate", "b2t_scores", "cooccurrence_scores",
            "splice_scores", "domino_like", "worst_group_accuracy", "insertion_attack",
            "bias_enhanced_zero_shot", "concept_variance_penalty", "group_dro_probe",

@@ -43,7 +43,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "load_embeddings",
         ],
         "mitigate": ["concept_variance_penalty", "group_dro_probe"],
-        "probe": ["ProbeResult", "fit_probe", "fit_probes"],
+        "probe": ["ProbeResult", "fit_probe", "fit_probes", "normalize_anchors"],
         "scoring": [
             "ConceptScore",
             "alignment",
