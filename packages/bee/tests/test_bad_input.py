@@ -45,6 +45,12 @@ CASES = [
     ("alignment dim", lambda: bee.alignment(W, E[:, :3]), ValueError, "concept_emb"),
     ("alignment 1d", lambda: bee.alignment(W[0], E), ValueError, "W"),
     ("class_scores one class", lambda: bee.class_scores(W[:1] @ E.T), ValueError, "2 classes"),
+    ("concept_class_scores dim", lambda: bee.concept_class_scores(W, E[:, :3]), ValueError,
+     "concept_emb"),
+    ("concept_class_scores one class", lambda: bee.concept_class_scores(W[:1], E), ValueError,
+     "2 classes"),
+    ("concept_class_scores chunk", lambda: bee.concept_class_scores(W, E, chunk=0), ValueError,
+     "chunk"),
     ("max_gap NaN", lambda: bee.max_gap(np.full((2, 3), np.nan)), ValueError, "A"),
     ("drift_scores W0 shape", lambda: bee.drift_scores(W, W[:1], E), ValueError, "W0"),
     ("knee 2d", lambda: bee.knee_threshold(np.ones((2, 2))), ValueError, "sorted_scores"),
@@ -97,6 +103,12 @@ CASES = [
     ("precomputed empty", lambda: bee.PrecomputedEncoder({}), ValueError, "mapping"),
     ("lsa corpus", lambda: bee.LSAEncoder().fit("one string"), TypeError, "corpus"),
     ("lsa n", lambda: bee.LSAEncoder(n_components=1), ValueError, "n_components"),
+    ("finetune model", lambda: bee.finetune_top_layers(object(), None, ["a"], [0], A0),
+     TypeError, "model"),
+    ("finetune_minilm texts", lambda: bee.finetune_minilm("a text", [0], ["x", "y"]), TypeError,
+     "texts"),
+    ("finetune_minilm anchors", lambda: bee.finetune_minilm(["a"], [0], ["x"]), ValueError,
+     "anchor_texts"),
     ("metadata missing", lambda: bee.load_metadata_csv("/nonexistent/metadata.csv"), OSError,
      "not found"),
 ]  # fmt: skip
@@ -117,9 +129,10 @@ def test_every_public_callable_is_covered():
                "dro": "group_dro_probe", "filter": "filter_class_terms",
                "keywords": "extract_keywords", "geometric": "make_geometric",
                "sentences": "make_bird_sentences", "precomputed": "PrecomputedEncoder",
-               "lsa": "LSAEncoder", "metadata": "load_metadata_csv", "knee": "knee_threshold"}  # fmt: skip
+               "lsa": "LSAEncoder", "metadata": "load_metadata_csv", "knee": "knee_threshold",
+               "finetune": "finetune_top_layers"}  # fmt: skip
     names = {aliases.get(c, c) for c in covered}
-    api = {"fit_probe", "fit_probes", "normalize_anchors", "alignment", "class_scores", "max_gap", "drift_scores",
+    api = {"concept_class_scores", "fit_probe", "fit_probes", "normalize_anchors", "finetune_top_layers", "finetune_minilm", "alignment", "class_scores", "max_gap", "drift_scores",
            "knee_threshold", "discover", "null_calibrate", "b2t_scores", "cooccurrence_scores",
            "splice_scores", "domino_like", "worst_group_accuracy", "insertion_attack",
            "bias_enhanced_zero_shot", "concept_variance_penalty", "group_dro_probe",
