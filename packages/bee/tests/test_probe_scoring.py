@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from iclr26.bee import (
     alignment,
     class_scores,
+    concept_class_scores,
     discover,
     drift_scores,
     fit_probe,
@@ -128,6 +129,8 @@ def test_score_algebra(params):
     for c in range(C):
         for k in range(K):
             assert S[c, k] == pytest.approx(W[c] @ E[k] - min(W[j] @ E[k] for j in range(C)))
+    for chunk in (1, 3, K + 5):  # fused block-wise path, blocks that do and do not divide K
+        np.testing.assert_allclose(concept_class_scores(W, E, chunk=chunk), S, atol=1e-12)
     W0 = rng.standard_normal((C, d))
     D = drift_scores(W, W0, E)
     np.testing.assert_allclose(D, class_scores(alignment(W - W0, E)), atol=1e-12)

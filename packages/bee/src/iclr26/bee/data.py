@@ -89,6 +89,29 @@ def _balanced(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]
     return g // 2, g % 2
 
 
+def _templated_splits(
+    render: Any, rho: float, n_train: int, n_val: int, n_test: int, seed: int
+) -> tuple[float, np.random.Generator, list[Split]]:
+    """Train/val (``P(a = y) = rho``) and group-balanced test splits of a templated text task.
+
+    ``render(y, a, rng) -> list[str]`` writes one sentence per (class, attribute); the generator
+    is returned so a task can draw further splits from the same stream.
+    """
+    rho = check_range(rho, "rho", low=0.0, high=1.0)
+    rng = np.random.default_rng(check_int(seed, "seed", low=0))
+    sizes = [check_int(n, name, low=4) for n, name in
+             ((n_train, "n_train"), (n_val, "n_val"), (n_test, "n_test"))]  # fmt: skip
+    splits = []
+    for n in sizes[:2]:
+        y = np.arange(n) % 2
+        rng.shuffle(y)
+        a = _attributes(y, rho, rng)
+        splits.append(Split(y=y, a=a, texts=render(y, a, rng)))
+    yt, at = _balanced(sizes[2], rng)
+    splits.append(Split(y=yt, a=at, texts=render(yt, at, rng)))
+    return rho, rng, splits
+
+
 def make_geometric(
     n_train: int = 3000,
     n_val: int = 1000,
@@ -220,12 +243,10 @@ def make_bird_sentences(
     anchors are "a photo of a landbird/waterbird". Planted concepts: snow/winter for class 0,
     desert/dunes/sand for class 1.
     """
-    rho = check_range(rho, "rho", low=0.0, high=1.0)
-    rng = np.random.default_rng(check_int(seed, "seed", low=0))
     species = (_LAND, _WATER)
     backgrounds = (_SNOW, _DESERT)
 
-    def render(y: np.ndarray, a: np.ndarray) -> list[str]:
+    def render(y: np.ndarray, a: np.ndarray, rng: np.random.Generator) -> list[str]:
         out = []
         for yi, ai in zip(y, a, strict=True):
             sp = species[yi][rng.integers(10)]
@@ -236,17 +257,10 @@ def make_bird_sentences(
             )
         return out
 
-    splits = []
-    for n in (check_int(n_train, "n_train", low=4), check_int(n_val, "n_val", low=4)):
-        y = np.arange(n) % 2
-        rng.shuffle(y)
-        a = _attributes(y, rho, rng)
-        splits.append(Split(y=y, a=a, texts=render(y, a)))
-    yt, at = _balanced(check_int(n_test, "n_test", low=4), rng)
-    splits.append(Split(y=yt, a=at, texts=render(yt, at)))
+    rho, rng, splits = _templated_splits(render, rho, n_train, n_val, n_test, seed)
     yn = np.arange(n_test) % 2
     an = np.full(n_test, -1)
-    neutral = Split(y=yn, a=an, texts=render(yn, an))
+    neutral = Split(y=yn, a=an, texts=render(yn, an, rng))
     from iclr26.bee.vocab import BIRD_CLASS_TERMS
 
     return TextTask(
@@ -292,25 +306,16 @@ def make_review_sentences(
 
     A second text task whose shortcut has no semantic link to the label.
     """
-    rho = check_range(rho, "rho", low=0.0, high=1.0)
-    rng = np.random.default_rng(check_int(seed, "seed", low=0))
     phrases = (_NEG, _POS)
     products = (_KITCHEN, _GARDEN)
 
-    def render(y: np.ndarray, a: np.ndarray) -> list[str]:
+    def render(y: np.ndarray, a: np.ndarray, rng: np.random.Generator) -> list[str]:
         return [
             f"the {products[ai][rng.integers(4)]}: {phrases[yi][rng.integers(6)]}"
             for yi, ai in zip(y, a, strict=True)
         ]
 
-    splits = []
-    for n in (check_int(n_train, "n_train", low=4), check_int(n_val, "n_val", low=4)):
-        y = np.arange(n) % 2
-        rng.shuffle(y)
-        a = _attributes(y, rho, rng)
-        splits.append(Split(y=y, a=a, texts=render(y, a)))
-    yt, at = _balanced(check_int(n_test, "n_test", low=4), rng)
-    splits.append(Split(y=yt, a=at, texts=render(yt, at)))
+    rho, _, splits = _templated_splits(render, rho, n_train, n_val, n_test, seed)
     return TextTask(
         train=splits[0],
         val=splits[1],

@@ -10,6 +10,8 @@ reproduce
        (a) detection with no counterexample (ρ = 1) where B2T has no error to explain,
        (b) insertion of the discovered concept vs random vocabulary concepts,
        (c) transfer of the same insertion to a probe on LSA embeddings,
+       (d) the same insertion on MiniLM with its top 2 layers and a zero-shot head fine-tuned
+           on the biased data (do the concepts found on the frozen model persist?),
        (e) the BEE regulariser with discovered vs random concepts (and group DRO).
 bench
     Detection quality (planted rank, AUROC, z) of BEE official/drift/calibrated and the baselines
@@ -249,17 +251,16 @@ def _insertion_study(
     n_random: int,
     n_texts: int,
     seed: int,
-    lsa: Any = None,
+    others: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Insert each class's top drift concept into neutral-background sentences of the other
-    class; controls: random vocabulary concepts that are not part of either background."""
+    class; controls: random vocabulary concepts that are not part of either background.
+    ``others`` maps further model names to ``predict(texts)`` (transfer, fine-tuned)."""
     from iclr26.bee.validate import insertion_attack
 
     t, r = d["task"], d["probe"]
     rng = np.random.default_rng(seed)
-    models = {"MiniLM probe": _predictor(enc, r.W)}
-    if lsa is not None:
-        models["LSA + logistic regression (transfer)"] = lsa
+    models = {"MiniLM probe": _predictor(enc, r.W), **(others or {})}
     background_words = {w for bgs in t.backgrounds.values() for b in bgs for w in b.split()}
     rows, stats = [], {}
     for c in (0, 1):
@@ -295,6 +296,36 @@ def _insertion_study(
                 }
             )
     return rows, stats
+
+
+LSA_MODEL = "LSA + logistic regression (transfer)"
+FT_MODEL = "MiniLM fine-tuned (d)"
+
+
+def _finetune_study(
+    d: dict[str, Any], cfg: dict[str, Any], seed: int, show: bool
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Claim (d): fine-tune MiniLM's top layers + a zero-shot head on the same biased data."""
+    from iclr26.bee.finetune import finetune_minilm
+
+    t, e, r = d["task"], d["emb"], d["probe"]
+    t0 = time.perf_counter()
+    ft = finetune_minilm(
+        t.train.texts, t.train.y, t.anchor_texts, val_texts=t.val.texts, y_val=t.val.y,
+        n_layers=cfg["finetune_layers"], epochs=cfg["finetune_epochs"], seed=seed,
+        progress=show,
+    )  # fmt: skip
+    secs = time.perf_counter() - t0
+    rows = []
+    acc, wga = _wga(r.W, e["Xte"], t.test.y, t.test.groups)
+    rows.append({"model": "frozen MiniLM + BEE probe", "test acc": round(acc, 3),
+                 "worst-group acc": round(wga, 3), "kept epoch": int(r.best_epoch),
+                 "time (s)": "-"})  # fmt: skip
+    acc, wga = _wga(ft.head, ft.encode(t.test.texts), t.test.y, t.test.groups)
+    rows.append({"model": f"MiniLM, top {cfg['finetune_layers']} layers + head fine-tuned",
+                 "test acc": round(acc, 3), "worst-group acc": round(wga, 3),
+                 "kept epoch": ft.best_epoch, "time (s)": round(secs, 1)})  # fmt: skip
+    return ft, rows
 
 
 def _lsa_predictor(d: dict[str, Any], seed: int) -> Any:
@@ -433,6 +464,28 @@ def _geometric_figure(per_rho: dict[tuple[float, float], list[dict[str, Any]]]) 
     return fig
 
 
+def _bench_figure(rows: list[dict[str, Any]], rhos: list[float]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for row in rows:
+        axes[0].plot(rhos, [row[f"rank @{r}"] for r in rhos], "o-", label=row["method"])
+        axes[1].plot(rhos, [row[f"AUROC @{r}"] for r in rhos], "o-", label=row["method"])
+    axes[0].set_yscale("log")
+    axes[0].invert_yaxis()
+    axes[0].set_xlabel("rho = P(a = y) in train/val")
+    axes[0].set_ylabel("rank of planted concept (median, 1 = top)")
+    axes[1].set_xlabel("rho")
+    axes[1].set_ylabel("AUROC planted vs rest (median)")
+    axes[1].legend(fontsize=7)
+    fig.suptitle("Geometric task: detection of the planted concept by method")
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------- reproduce
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
     """BEE's headline claims at small scale (see the module docstring)."""
@@ -452,6 +505,8 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         "mitigation_random_sets": 1 if quick else 5,
         "regulariser_strength": 1.0,
         "review_task": not quick,
+        "finetune_layers": 2,
+        "finetune_epochs": 2 if quick else 3,
     }
     report = Report(
         PACKAGE,
@@ -460,7 +515,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         "error-driven methods have nothing to explain), the discovered concepts cause failures "
         "when inserted, and they transfer across embedding models.",
         seed=seed,
-        backends=["torch", "numpy", "scikit-learn", "sentence-transformers"],
+        backends=["torch", "numpy", "scikit-learn", "sentence-transformers", "transformers"],
         config=cfg,
     )
     seeds = [seed + i for i in range(cfg["geometric_seeds"])]
@@ -541,9 +596,13 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         f"{d1['ranks']['drift']}",
     )
     lsa_pred, _, _ = _lsa_predictor(det[0.95], seed)
+    others = {LSA_MODEL: lsa_pred}
+    if cfg["finetune_epochs"]:
+        ft, ft_rows = _finetune_study(det[0.95], cfg, seed, progress)
+        others[FT_MODEL] = ft.predict
     ins_rows, stats = _insertion_study(
         enc, det[0.95], cfg["insertion_random_concepts"], cfg["insertion_texts_per_class"], seed,
-        lsa=lsa_pred,
+        others=others,
     )  # fmt: skip
     report.add_table(
         "Insertion attack at rho = 0.95: suffix 'near the {concept}' on correctly classified "
@@ -563,12 +622,28 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         all(f > m + 3 * s for f, m, s in mini),
         "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in mini),
     )
-    lsa = [stats[("LSA + logistic regression (transfer)", c)] for c in (0, 1)]
+    lsa = [stats[(LSA_MODEL, c)] for c in (0, 1)]
     report.check(
         "(c) the concepts found with MiniLM also flip an LSA classifier (> mean + 3 sd)",
         all(f > m + 3 * s for f, m, s in lsa),
         "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in lsa),
     )
+    if cfg["finetune_epochs"]:
+        report.add_table(
+            f"(d) MiniLM fine-tuned at rho = 0.95 (top {cfg['finetune_layers']} of 6 layers + "
+            "zero-shot-initialised head, class-balanced CE, best validation epoch) vs the frozen "
+            "probe",
+            ft_rows,
+        )
+        fts = [stats[(FT_MODEL, c)] for c in (0, 1)]
+        report.check(
+            "(d) the concepts found on the frozen MiniLM also flip the fine-tuned MiniLM more "
+            "than random concepts (> mean + 3 sd)",
+            all(f > m + 3 * s for f, m, s in fts),
+            "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in fts)
+            + f" (fine-tuned test worst-group acc {ft_rows[1]['worst-group acc']})",
+        )
+        report.metric("insertion_flip_rate_finetuned", float(np.mean([f for f, _, _ in fts])))
     mit = _mitigation_study(
         det[0.95], seed, cfg["mitigation_random_sets"], cfg["regulariser_strength"]
     )
@@ -618,7 +693,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     from iclr26.bee.calibration import null_calibrate
     from iclr26.bee.data import make_geometric
     from iclr26.bee.probe import fit_probe
-    from iclr26.bee.scoring import alignment, class_scores, drift_scores
+    from iclr26.bee.scoring import alignment, class_scores, concept_class_scores, drift_scores
     from iclr26.shared import timeit
 
     seed_everything(seed)
@@ -714,6 +789,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "except 0.5 at rho = 1 (separable: no validation error, the paper's fully spurious case)",
         rows,
     )
+    report.add_figure("bench_detection", _bench_figure(rows, rhos))
     best = {m: res[(0.95, m)] for m in methods}
     report.check(
         "at rho = 0.95 BEE drift ranks the planted concept better than the official score",
@@ -734,7 +810,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((C, d)).astype(np.float32)
     E = rng.standard_normal((K, d)).astype(np.float32)
-    t_score = timeit(lambda: class_scores(alignment(W, E)), repeats=3, warmup=1)
+    t_score = timeit(lambda: concept_class_scores(W, E), repeats=3, warmup=1)
+    t_two = timeit(lambda: class_scores(alignment(W, E)), repeats=3, warmup=1)
     t_mm = timeit(lambda: W @ E.T, repeats=3, warmup=1)
     rate = _flop_rate()
     flops = 2 * C * K * d
@@ -754,13 +831,22 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "Speed",
         [
             {
-                "task": f"score {K} concepts x {C} classes, d = {d} (alignment + class score)",
+                "task": f"score {K} concepts x {C} classes, d = {d} (concept_class_scores, fused)",
                 "time (s)": round(t_score.median, 4),
                 "CPU time (s)": "-",
                 "spread (IQR)": round(t_score.iqr, 4),
                 "matmul alone (s)": round(t_mm.median, 4),
                 "FLOP limit at measured GEMM rate (s)": round(limit_s, 4),
                 "ratio to limit": round(t_score.median / limit_s, 2),
+            },
+            {
+                "task": "the same as class_scores(alignment(W, E)) (two passes)",
+                "time (s)": round(t_two.median, 4),
+                "CPU time (s)": "-",
+                "spread (IQR)": round(t_two.iqr, 4),
+                "matmul alone (s)": round(t_mm.median, 4),
+                "FLOP limit at measured GEMM rate (s)": round(limit_s, 4),
+                "ratio to limit": round(t_two.median / limit_s, 2),
             },
             {
                 "task": f"{nc.n_refits} batched null refits, n = {n}, d = {d} (max 50 epochs)",

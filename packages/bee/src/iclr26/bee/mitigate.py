@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from iclr26.bee.probe import LOGIT_SCALE, ProbeResult, _normalise_rows, as_labels, balanced_accuracy
+from iclr26.bee.probe import (
+    LOGIT_SCALE,
+    ProbeResult,
+    as_labels,
+    balanced_accuracy,
+    normalize_anchors,
+)
 from iclr26.bee.scoring import as_matrix
 from iclr26.shared import check_int, check_range
 
@@ -93,7 +99,7 @@ def group_dro_probe(
     patience = check_int(patience, "patience", low=1)
     max_epochs = check_int(max_epochs, "max_epochs", low=0)
     G = int(max(g.max(), gv.max())) + 1
-    W0 = _normalise_rows(anchors.astype(np.float64))
+    W0 = normalize_anchors(anchors)
     dev = torch.device(device)
     Xt = torch.as_tensor(X, dtype=torch.float32, device=dev)
     yt = torch.as_tensor(y, device=dev)

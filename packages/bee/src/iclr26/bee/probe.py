@@ -14,6 +14,7 @@ loop over seeds. AdamW's update is elementwise, so the probes do not interact.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,14 @@ import numpy as np
 from iclr26.bee.scoring import as_matrix
 from iclr26.shared import check_int, check_range
 
-__all__ = ["ProbeResult", "as_labels", "balanced_accuracy", "fit_probe", "fit_probes"]
+__all__ = [
+    "ProbeResult",
+    "as_labels",
+    "balanced_accuracy",
+    "fit_probe",
+    "fit_probes",
+    "normalize_anchors",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +119,13 @@ def _batched_balanced_accuracy(
     return rec.sum(axis=1) / np.maximum(present.sum(axis=1), 1)
 
 
-def _normalise_rows(x: np.ndarray) -> np.ndarray:
+def normalize_anchors(class_anchors: Any) -> np.ndarray:
+    """The probe's starting weights ``W0``: class anchors as float64 with unit-norm rows.
+
+    Unlike :func:`iclr26.bee.encoders.normalize_rows` (which leaves a zero row at 0), a zero
+    anchor is refused: a class with no direction cannot start the zero-shot classifier.
+    """
+    x = as_matrix(class_anchors, "class_anchors").astype(np.float64)
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     if np.any(norms == 0):
         raise ValueError("class_anchors contains a zero row; cannot normalise it")
@@ -163,7 +177,18 @@ def fit_probes(
         class_anchors: ``(C, d)`` class-name embeddings (normalised here).
         sample_weight: ``(B, n)`` non-negative weights (bootstrap counts, group weights).
         val_weight: ``(B, m)`` non-negative weights of the validation accuracy.
-        Other arguments: as :func:`fit_probe`.
+        logit_scale: frozen logit scale (official ``exp(4.60517) = 100``).
+        lr, weight_decay: AdamW (official 1e-4, 1e-5).
+        batch_size: official 1024.
+        patience: early-stopping patience in epochs (official 5).
+        class_balanced: class-balanced cross-entropy (official True).
+        renormalize: project rows to unit norm after every step (official True).
+        max_epochs: cap (the official loop is unbounded; 1000 here).
+        seed: shuffling seed (official 1007).
+        extra_loss: optional ``f(W) -> scalar tensor`` added to the loss; ``W`` is the
+            ``(C, d)`` parameter when ``B = 1``, else ``(B, C, d)``.
+        device: torch device (CPU default).
+        dtype: ``"float32"`` (default) or ``"float64"`` training precision.
 
     Returns:
         :class:`ProbeResult` with ``W`` of shape ``(B, C, d)`` and ``best_epoch`` ``(B,)``.
@@ -207,7 +232,7 @@ def fit_probes(
     if tdtype is None:
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
 
-    W0 = _normalise_rows(anchors.astype(np.float64))
+    W0 = normalize_anchors(anchors)
     cw = _class_weights(Y, sw, C) if class_balanced else np.ones((B, C))
     # per-sample loss weight = class weight of its label x its sample weight
     omega = np.take_along_axis(cw, Y, axis=1) * sw
@@ -285,6 +310,15 @@ def fit_probes(
     return ProbeResult(W=Wb, W0=W0, best_epoch=best_epoch, history=history, logit_scale=scale)
 
 
+#: The recipe keywords :func:`fit_probe` forwards to :func:`fit_probes` (its keyword-only
+#: arguments other than the per-probe weights).
+_RECIPE_KEYS = frozenset(
+    name
+    for name, p in inspect.signature(fit_probes).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("sample_weight", "val_weight")
+)
+
+
 def fit_probe(
     X_train: Any,
     y_train: Any,
@@ -292,18 +326,8 @@ def fit_probe(
     y_val: Any,
     class_anchors: Any,
     *,
-    logit_scale: float = LOGIT_SCALE,
-    lr: float = 1e-4,
-    weight_decay: float = 1e-5,
-    batch_size: int = 1024,
-    patience: int = 5,
-    class_balanced: bool = True,
-    renormalize: bool = True,
-    max_epochs: int = 1000,
-    seed: int = 1007,
     sample_weight: Any = None,
-    extra_loss: Callable[[Any], Any] | None = None,
-    device: str = "cpu",
+    **recipe: Any,
 ) -> ProbeResult:
     """Train BEE's diagnostic probe with the official recipe (paper §3 / ``step_1_ERM.py``).
 
@@ -314,22 +338,20 @@ def fit_probe(
         y_val: ``(m,)`` validation labels.
         class_anchors: ``(C, d)`` text embeddings of the raw class names (normalised here); the
             probe starts at them, i.e. as the zero-shot classifier.
-        logit_scale: frozen logit scale (official ``exp(4.60517) = 100``).
-        lr, weight_decay: AdamW (official 1e-4, 1e-5).
-        batch_size: official 1024.
-        patience: early-stopping patience in epochs (official 5).
-        class_balanced: class-balanced cross-entropy (official True).
-        renormalize: project rows to unit norm after every step (official True).
-        max_epochs: cap (the official loop is unbounded; 1000 here).
-        seed: shuffling seed (official 1007).
         sample_weight: optional ``(n,)`` non-negative weights multiplying the loss.
-        extra_loss: optional ``f(W) -> scalar tensor`` added to the loss (``W`` is the ``(C, d)``
-            parameter); see :func:`iclr26.bee.concept_variance_penalty`.
-        device: torch device (CPU default).
+        **recipe: the keywords of :func:`fit_probes` with the official defaults:
+            ``logit_scale=100, lr=1e-4, weight_decay=1e-5, batch_size=1024, patience=5,
+            class_balanced=True, renormalize=True, max_epochs=1000, seed=1007,
+            extra_loss=None, device="cpu", dtype="float32"``; ``extra_loss`` receives the
+            ``(C, d)`` parameter (see :func:`iclr26.bee.concept_variance_penalty`). An unknown
+            keyword is a ``TypeError`` naming it.
 
     Returns:
         :class:`ProbeResult` (``W`` ``(C, d)``, ``W0``, ``best_epoch``, ``history``).
     """
+    unknown = sorted(set(recipe) - _RECIPE_KEYS)
+    if unknown:
+        raise TypeError(f"fit_probe got unexpected keyword argument(s) {unknown}")
     anchors = as_matrix(class_anchors, "class_anchors")
     C, d = anchors.shape
     if C < 2:
@@ -353,17 +375,7 @@ def fit_probe(
         yv[None],
         anchors,
         sample_weight=sw,
-        logit_scale=logit_scale,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        patience=patience,
-        class_balanced=class_balanced,
-        renormalize=renormalize,
-        max_epochs=max_epochs,
-        seed=seed,
-        extra_loss=extra_loss,
-        device=device,
+        **recipe,
     )
     return ProbeResult(
         W=res.W[0],

@@ -28,6 +28,7 @@ __all__ = [
     "alignment",
     "as_matrix",
     "class_scores",
+    "concept_class_scores",
     "discover",
     "drift_scores",
     "knee_threshold",
@@ -84,6 +85,38 @@ def class_scores(A: Any) -> np.ndarray:
     if A.shape[0] < 2:
         raise ValueError(f"A needs at least 2 classes (rows), got shape {A.shape}")
     return A - A.min(axis=0, keepdims=True)
+
+
+def concept_class_scores(W: Any, concept_emb: Any, *, chunk: int = 4096) -> np.ndarray:
+    """``class_scores(alignment(W, concept_emb))`` fused, for large vocabularies.
+
+    The vocabulary is processed in blocks of ``chunk`` concepts: each block of alignments is
+    written by one BLAS matmul and its class minimum is subtracted in place while the block is
+    still in cache, instead of two further passes over the whole ``(C, K)`` matrix in memory.
+
+    Args:
+        W: ``(C, d)`` class weights, ``C >= 2``.
+        concept_emb: ``(K, d)`` concept embeddings.
+        chunk: concepts per block.
+
+    Returns:
+        ``(C, K)`` scores (a transposed view of a ``(K, C)`` C-ordered array), equal to
+        ``class_scores(alignment(W, concept_emb))``.
+    """
+    W = as_matrix(W, "W")
+    if W.shape[0] < 2:
+        raise ValueError(f"W needs at least 2 classes (rows), got shape {W.shape}")
+    E = as_matrix(concept_emb, "concept_emb", cols=W.shape[1])
+    chunk = check_int(chunk, "chunk", low=1)
+    dtype = np.result_type(W.dtype, E.dtype)
+    Wt = np.ascontiguousarray(W.astype(dtype, copy=False).T)
+    E = E.astype(dtype, copy=False)
+    out = np.empty((E.shape[0], W.shape[0]), dtype=dtype)
+    for start in range(0, E.shape[0], chunk):
+        block = out[start : start + chunk]
+        np.matmul(E[start : start + chunk], Wt, out=block)
+        block -= block.min(axis=1, keepdims=True)
+    return out.T
 
 
 def max_gap(A: Any) -> np.ndarray:
