@@ -123,3 +123,39 @@ def test_d3rlpy_iql_trains_on_our_data_and_returns_finite_values(ds):
     assert np.all(np.isfinite(out.mean_v))
     assert np.all(np.isfinite(out.mean_q))
     assert np.all(out.seconds_per_update >= out.seconds_per_gradient_step)
+
+
+def test_bench_parity_tables_and_checks_with_a_stand_in_peer(ds, monkeypatch):
+    """The bench wiring (our side: evaluation on the same start states, V and Q, timing) with a
+    stand-in for d3rlpy that returns our own policy's returns: the return check must hold."""
+    from iclr26.pvo.agents import AgentConfig
+    from iclr26.pvo.train import train_offline
+
+    cfg = AgentConfig(algo="oracle_iql", hidden=(8,), transition_batch=16)
+    ours = train_offline(cfg, ds, None, steps=4, eval_every=2, seeds=[0, 1], reward="sparse",
+                         eval_episodes=2)  # fmt: skip
+    seen = {}
+
+    def stand_in(dataset, **kw):
+        seen.update(kw)
+        n = len(kw["seeds"])
+        state = jax.tree.map(lambda x: x[0], ours.states)
+        from iclr26.pvo.agents import act
+
+        ret = np.asarray(rollout_returns(lambda o: act(state, o, cfg, 1),
+                                         jax.random.key(kw["eval_seed"]), 10, "sparse"))  # fmt: skip
+        return peers.D3rlpyIQLResult(np.tile(ret, (n, 1)), np.zeros(n), np.zeros(n),
+                                     np.full(n, 1e3), np.full(n, 5e2), 1, "stand-in")  # fmt: skip
+
+    monkeypatch.setattr(peers, "d3rlpy_version", lambda: "stand-in")
+    monkeypatch.setattr(peers, "train_d3rlpy_iql", stand_in)
+    ours = ours.__class__(**{**ours.__dict__, "states": jax.tree.map(
+        lambda x: jnp.stack([x[0], x[0]]), ours.states)})  # fmt: skip
+    report = Report("iclr26-pvo", "bench", "parity", seed=0)
+    experiments.d3rlpy_parity(report, ds, ours, 4, 2, 0)
+    assert seen["hidden"] == (8,)
+    assert seen["seeds"] == [0, 1]
+    parity, timing = report.tables
+    assert parity.rows[0]["IQM"] == pytest.approx(parity.rows[1]["IQM"])
+    assert timing.rows[1]["ratio to ours"] > 1
+    assert [c.held for c in report.checks] == [True, True]

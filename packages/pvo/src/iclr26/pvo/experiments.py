@@ -344,9 +344,10 @@ def d3rlpy_parity(report: Report, ds, ours, steps: int, n_seeds: int, seed: int)
     from iclr26.pvo.nets import TwinQ, ValueNet
     from iclr26.pvo.peers import d3rlpy_version, train_d3rlpy_iql
 
-    title = f"d3rlpy IQL parity: true sparse reward, 64×64 networks, batch 256, {steps} steps"
     version = d3rlpy_version()
+    steps_s = f"{steps} steps"
     if version is None:
+        title = f"d3rlpy IQL parity: true sparse reward, {steps_s}"
         report.add_table(
             title, [{"method": "d3rlpy IQL", "status": "skipped: d3rlpy not installed"}]
         )
@@ -356,11 +357,17 @@ def d3rlpy_parity(report: Report, ds, ours, steps: int, n_seeds: int, seed: int)
             "(pip install iclr26-pvo d3rlpy) and run bench there."
         )
         return
+    cfg = ours.config
+    width = "×".join(map(str, cfg.hidden))
+    title = (
+        f"d3rlpy IQL parity: true sparse reward, {width} networks, batch {cfg.transition_batch}, "
+        f"{steps_s}"
+    )
     seeds = list(range(n_seeds))
     eval_seed = seed + 424242
-    theirs = train_d3rlpy_iql(ds, reward="sparse", steps=steps, seeds=seeds, hidden=(64, 64),
-                              batch_size=256, eval_episodes=10, eval_seed=eval_seed)  # fmt: skip
-    cfg = ours.config
+    theirs = train_d3rlpy_iql(ds, reward="sparse", steps=steps, seeds=seeds, hidden=cfg.hidden,
+                              batch_size=cfg.transition_batch, eval_episodes=10,
+                              eval_seed=eval_seed)  # fmt: skip
     tr = ds.transitions("sparse")
     our_returns, our_v, our_q = [], [], []
     for i in range(n_seeds):
