@@ -49,6 +49,13 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "td_loss",
             "value_alignment_loss",
         ],
+        "mountaincar": [
+            "MountainCarState",
+            "mountaincar_obs",
+            "mountaincar_pump_action",
+            "mountaincar_reset",
+            "mountaincar_step",
+        ],
         "peers": [
             "D3rlpyIQLResult",
             "d3rlpy_version",
