@@ -118,7 +118,7 @@ def test_bad_input_is_refused_before_training(data):
 
 @pytest.mark.slow
 def test_learning_sanity_pvo_learns_from_expert_data_and_bc_does_not_from_random():
-    """Spec test 11 at a 2-core size (about 2 minutes of CPU): Pendulum-expert (20 episodes),
+    """Spec test 11 at a 2-core size: Pendulum-expert (20 episodes),
     M = 500 pairs, 3 seeds in one vmapped program, 4k updates instead of the spec's 20k.
 
     The spec asks for a median normalised score > 50 after 20k updates; at 4k updates PVO's
