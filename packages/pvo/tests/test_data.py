@@ -148,3 +148,52 @@ def test_npz_round_trip_and_bad_files(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="not a NumPy"):
         load_npz_pairs(tmp_path / "junk.npz")
+
+
+def test_jax_mountaincar_matches_gymnasium_step_for_step():
+    from iclr26.pvo.mountaincar import (
+        MountainCarState,
+        mountaincar_obs,
+        mountaincar_pump_action,
+        mountaincar_reset,
+        mountaincar_step,
+    )
+
+    gym = pytest.importorskip("gymnasium")
+    env = gym.make("MountainCarContinuous-v0")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    step = jax.jit(mountaincar_step)
+    hit_wall = reached = False
+    for t in range(999):
+        x, v = (np.float32(z) for z in env.unwrapped.state)
+        obs = mountaincar_obs(MountainCarState(jnp.float32(x), jnp.float32(v)))
+        # Pumping (with noise and out-of-range forces) swings the car to the wall and the goal.
+        a = (np.asarray(mountaincar_pump_action(obs)) * (1.5 if t % 7 else -0.3)).astype(np.float32)
+        a = a + rng.normal(0, 0.2, 1).astype(np.float32)
+        nobs, r, term, _, _ = env.step(a)
+        state, r_jax, done = step(MountainCarState(jnp.float32(x), jnp.float32(v)), jnp.asarray(a))
+        np.testing.assert_allclose(np.asarray(mountaincar_obs(state)), nobs, rtol=1e-5, atol=1e-6)
+        assert abs(float(r_jax) - r) < 1e-4 * max(1.0, abs(r))
+        assert bool(done) == term
+        if term:
+            reached = True
+            break
+    assert reached
+    # Random states and out-of-range forces: the wall (x = −1.2, v zeroed) and the goal edge.
+    for _ in range(300):
+        x = np.float32(rng.uniform(-1.2, 0.6))
+        v = np.float32(rng.uniform(-0.07, 0.07))
+        a = rng.uniform(-2, 2, 1).astype(np.float32)
+        env.unwrapped.state = np.array([x, v], np.float32)
+        nobs, r, term, _, _ = env.step(a)
+        state, r_jax, done = step(MountainCarState(jnp.float32(x), jnp.float32(v)), jnp.asarray(a))
+        np.testing.assert_allclose(np.asarray(mountaincar_obs(state)), nobs, rtol=1e-5, atol=1e-6)
+        assert abs(float(r_jax) - r) < 1e-4 * max(1.0, abs(r))
+        assert bool(done) == term
+        hit_wall |= bool(nobs[0] == np.float32(-1.2))
+    assert hit_wall
+    starts = jax.vmap(mountaincar_reset)(jax.random.split(jax.random.key(0), 500))
+    assert float(starts.position.min()) >= -0.6
+    assert float(starts.position.max()) <= -0.4
+    assert float(jnp.abs(starts.velocity).max()) == 0.0

@@ -49,6 +49,20 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "td_loss",
             "value_alignment_loss",
         ],
+        "mountaincar": [
+            "MountainCarState",
+            "mountaincar_obs",
+            "mountaincar_pump_action",
+            "mountaincar_reset",
+            "mountaincar_step",
+        ],
+        "peers": [
+            "D3rlpyIQLResult",
+            "d3rlpy_version",
+            "rollout_returns_numpy",
+            "to_mdp_dataset",
+            "train_d3rlpy_iql",
+        ],
         "reward_model": ["RewardModel", "fit_reward_model", "fit_reward_models"],
         "segments": ["SegmentPairs", "label_pairs", "sample_segment_pairs"],
         "tabular": [
