@@ -44,7 +44,8 @@ def _check_input(x: Tensor, static_ndim: int, name: str = "x") -> None:
             f"{name} must be [B, ...] ({static_ndim}-D) or [B, T, ...] ({static_ndim + 1}-D) "
             f"with B >= 1, got shape {tuple(x.shape)}"
         )
-    if not torch.isfinite(x).all():
+    # a data-dependent branch: skipped while torch.compile traces (it would break the graph)
+    if not torch.compiler.is_compiling() and not torch.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or inf")
 
 
