@@ -20,7 +20,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "surrogate_grad",
         ],
         "zo": ["zo_gradient"],
-        "models": ["SpikingConvNet", "SpikingMLP", "direct_encode"],
+        "models": [
+            "ConvBNLIF", "SpikingBasicBlock", "SpikingConvNet", "SpikingMLP", "SpikingResNet20",
+            "SpikingVGG9", "direct_encode",
+        ],
         "prototypes": ["CosineClassifier", "class_means", "subspace_project", "teen_calibrate"],
         "losses": ["tet_loss"],
         "fscil": [
