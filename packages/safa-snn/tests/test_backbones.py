@@ -20,7 +20,9 @@ from iclr26.safa_snn import (
 
 
 def _vgg(**kw):
-    return SpikingVGG9(3, img_size=16, T=3, feat_dim=24, num_classes=5, width=0.125, mask_seed=0, **kw)
+    return SpikingVGG9(
+        3, img_size=16, T=3, feat_dim=24, num_classes=5, width=0.125, mask_seed=0, **kw
+    )
 
 
 def _resnet(**kw):
@@ -49,7 +51,8 @@ def test_layer_counts_follow_the_architectures():
     vgg = SpikingVGG9(mask_seed=0)
     convs = [m for m in vgg.modules() if isinstance(m, torch.nn.Conv2d)]
     assert [c.out_channels for c in convs] == [64, 64, 128, 128, 256, 256, 256]
-    assert vgg.fc.in_features == 256 * 4 * 4 and vgg.fc.out_features == 1024
+    assert vgg.fc.in_features == 256 * 4 * 4
+    assert vgg.fc.out_features == 1024
     assert len(vgg.neurons()) == 7
     res = SpikingResNet20(mask_seed=0)
     weight_layers = [
@@ -93,7 +96,8 @@ def test_gradient_routing_by_phase(name):
         if theta_grad:
             assert sum(float(n.threshold.grad.abs().sum()) for n in m.neurons()) > 0
         first_conv = next(c for c in m.modules() if isinstance(c, torch.nn.Conv2d))
-        assert first_conv.weight.grad is not None and first_conv.weight.grad.abs().sum() > 0
+        assert first_conv.weight.grad is not None
+        assert first_conv.weight.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("name", BUILDERS)
@@ -186,7 +190,8 @@ def test_safa_runs_on_resnet20_with_prototypes_and_regulation():
     train_base(model, x_tr[idx], y_tr[idx], tuple(range(6))[:base], epochs=3, seed=0)
     with_reg = run_fscil(SAFA(alpha=0.1), data, protocol, model, seed=0)
     without = run_fscil(SAFA(alpha=0.1, regulate=False), data, protocol, model, seed=0)
-    assert len(with_reg.acc) == 3 and all(0.0 <= a <= 1.0 for a in with_reg.acc)
+    assert len(with_reg.acc) == 3
+    assert all(0.0 <= a <= 1.0 for a in with_reg.acc)
     assert with_reg.thresholds[-1] != without.thresholds[-1]  # the rule moved θ
     assert with_reg.thresholds[0] == without.thresholds[0]
     assert with_reg.session_energy[1] > without.session_energy[1] > 0

@@ -264,7 +264,8 @@ def test_spiking_model_traces_without_graph_breaks():
 
     lif = LIF(5, spike="atan")
     lif(torch.rand(2, 3, 5) * 2)
-    assert isinstance(lif.spike_count, torch.Tensor) and lif.spike_count.ndim == 0
+    assert isinstance(lif.spike_count, torch.Tensor)
+    assert lif.spike_count.ndim == 0
     model = SpikingMLP(16, hidden=(32,), feat_dim=8, T=4, num_classes=3, spike="atan")
     explained = dynamo.explain(model)(torch.rand(8, 16))
     assert explained.graph_break_count == 0, explained.break_reasons

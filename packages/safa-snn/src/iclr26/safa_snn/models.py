@@ -267,9 +267,14 @@ class SpikingVGG9(_Spiking):
     ) -> None:
         super().__init__()
         self._init_common(T, feat_dim, num_classes)
-        self.in_channels, self.img_size = _pos(in_channels, "in_channels"), _pos(img_size, "img_size")
+        self.in_channels, self.img_size = (
+            _pos(in_channels, "in_channels"),
+            _pos(img_size, "img_size"),
+        )
         if img_size % 8:
-            raise ValueError(f"img_size must be a multiple of 8 (three pooling stages), got {img_size}")
+            raise ValueError(
+                f"img_size must be a multiple of 8 (three pooling stages), got {img_size}"
+            )
         if not (isinstance(width, int | float) and 0 < width <= 16):
             raise ValueError(f"width must be a float in (0, 16], got {width!r}")
         layers: list[nn.Module] = []
@@ -349,9 +354,14 @@ class SpikingResNet20(_Spiking):
     ) -> None:
         super().__init__()
         self._init_common(T, feat_dim, num_classes)
-        self.in_channels, self.img_size = _pos(in_channels, "in_channels"), _pos(img_size, "img_size")
+        self.in_channels, self.img_size = (
+            _pos(in_channels, "in_channels"),
+            _pos(img_size, "img_size"),
+        )
         if img_size % 4:
-            raise ValueError(f"img_size must be a multiple of 4 (two stride-2 stages), got {img_size}")
+            raise ValueError(
+                f"img_size must be a multiple of 4 (two stride-2 stages), got {img_size}"
+            )
         if len(widths) != 3:
             raise ValueError(f"widths must give three stage widths, got {widths!r}")
         widths = tuple(_pos(w, "widths") for w in widths)
