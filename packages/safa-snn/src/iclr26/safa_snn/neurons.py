@@ -32,6 +32,7 @@ __all__ = [
     "lif_reference",
     "set_phase",
     "spike_fn",
+    "surrogate_factors",
     "surrogate_grad",
 ]
 
@@ -152,6 +153,30 @@ def lif_backward_steps(
     return torch.stack(grads, dim=1), grad_theta
 
 
+def surrogate_factors(
+    pre: Tensor,
+    theta: Tensor,
+    method: str,
+    delta: float = 0.5,
+    n_samples: int = 5,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """``∂s_t/∂u_t`` for every step of ``pre`` ``[B, T, ...]`` (θ broadcastable to ``pre[:, 0]``).
+
+    Deterministic surrogates are computed in one vectorised pass. LocalZO draws its Gaussian
+    samples step by step from the last step to the first, the order of a step-by-step BPTT, so a
+    seeded generator gives the same estimates as the loop that draws inside the backward.
+    """
+    if method != "zo":
+        return surrogate_grad(pre - theta.unsqueeze(1), method, delta=delta, n_samples=n_samples)
+    steps = [
+        surrogate_grad(pre[:, t] - theta, method, delta=delta, n_samples=n_samples,
+                       generator=generator)
+        for t in range(pre.shape[1] - 1, -1, -1)
+    ]  # fmt: skip
+    return torch.stack(steps[::-1], dim=1)
+
+
 LOOPS = ("fused", "compiled")
 
 
@@ -198,10 +223,7 @@ class _FusedLIF(torch.autograd.Function):
         pre, spikes, theta = ctx.saved_tensors
         method, delta, n_samples, generator = ctx.cfg
         tau, detach_reset = ctx.tau, ctx.detach_reset
-        # the surrogate factor of every step at once (one vectorised pass, one block of draws)
-        sg = surrogate_grad(
-            pre - theta.unsqueeze(1), method, delta=delta, n_samples=n_samples, generator=generator
-        )
+        sg = surrogate_factors(pre, theta, method, delta, n_samples, generator)
         if ctx.kernels is not None:
             grad_x, grad_theta = ctx.kernels[1](
                 grad_s.contiguous(), sg, spikes, pre, tau, detach_reset
