@@ -70,12 +70,12 @@ def _methods(seed: int, full: bool = True) -> list[Any]:
 
 def _run_all(
     data, protocol: FSCILProtocol, model: nn.Module, seed: int, epochs: int, progress: bool,
-    energy_x: torch.Tensor, full: bool = True,
+    energy_x: torch.Tensor, full: bool = True, batch_size: int = 64,
 ) -> tuple[list[FSCILResult], dict[str, float]]:  # fmt: skip
     s0 = make_sessions(data, protocol)[0]
     train_base(
         model, data.x_train[s0.train_idx], data.y_train[s0.train_idx], s0.new_classes,
-        epochs=epochs, seed=seed, progress=progress,
+        epochs=epochs, seed=seed, progress=progress, batch_size=batch_size,
     )  # fmt: skip
     results = [run_fscil(m, data, protocol, model, seed=seed) for m in _methods(seed, full)]
     rep = count_sops(_FeatureNet(model), energy_x)
@@ -110,7 +110,7 @@ def e2_glyphs(
         1, img_size=size, T=4, widths=widths, feat_dim=128, num_classes=30, spike="zo",
         mask_seed=seed,
     )  # fmt: skip
-    return _run_all(data, protocol, model, seed, epochs, progress, data.x_test[:64], full)
+    return _run_all(data, protocol, model, seed, epochs, progress, data.x_test[:64], full, 16)
 
 
 def e3_events(
@@ -129,7 +129,7 @@ def e3_events(
         2, img_size=size, T=8, widths=widths, feat_dim=128, num_classes=6, spike="zo",
         mask_seed=seed,
     )  # fmt: skip
-    return _run_all(data, protocol, model, seed, epochs, progress, data.x_test[:64], full)
+    return _run_all(data, protocol, model, seed, epochs, progress, data.x_test[:64], full, 16)
 
 
 class _FeatureNet(nn.Module):
@@ -292,7 +292,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         "E1": (e1_digits, 2 if quick else 10, 15 if quick else 40, {}),
         "E2": (e2_glyphs, 2 if quick else 5, 4 if quick else 10,
                {"size": 16, "copies": 1} if quick else {"size": 24, "copies": 2}),
-        "E3": (e3_events, 2 if quick else 5, 4 if quick else 10,
+        "E3": (e3_events, 2 if quick else 5, 6 if quick else 10,
                {"size": 16, "per_class": (20, 10)} if quick else {"size": 24, "per_class": (30, 15)}),
     }  # fmt: skip
     config = {"quick": quick}
