@@ -97,8 +97,8 @@ def e1_digits(
 
 
 def e2_glyphs(
-    seed: int, *, epochs: int = 10, size: int = 24, widths: tuple[int, ...] = (8, 16),
-    copies: int = 2, full: bool = False, progress: bool = False,
+    seed: int, *, epochs: int = 8, size: int = 20, widths: tuple[int, ...] = (8, 16),
+    copies: int = 1, full: bool = False, progress: bool = False,
 ) -> tuple[list[FSCILResult], dict[str, float]]:  # fmt: skip
     """One seed of E2: 60 font-rendered characters, 30 base classes then 6 sessions of 5-way
     5-shot (the CIFAR-100 60/5/5 shape), test fonts unseen in training, a spiking conv net
@@ -114,7 +114,7 @@ def e2_glyphs(
 
 
 def e3_events(
-    seed: int, *, epochs: int = 10, size: int = 24, widths: tuple[int, ...] = (8, 16),
+    seed: int, *, epochs: int = 8, size: int = 16, widths: tuple[int, ...] = (8, 16),
     per_class: tuple[int, int] = (30, 15), full: bool = False, progress: bool = False,
 ) -> tuple[list[FSCILResult], dict[str, float]]:  # fmt: skip
     """One seed of E3: synthetic DVS-like event streams (11 classes, T = 8 frames, 2 polarities,
@@ -290,10 +290,10 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     torch.set_num_threads(1)  # tiny ops: one thread is faster on a shared 2-core machine
     plan = {  # tag: (runner, seeds, base epochs, extra kwargs)
         "E1": (e1_digits, 2 if quick else 10, 15 if quick else 40, {}),
-        "E2": (e2_glyphs, 2 if quick else 5, 4 if quick else 10,
-               {"size": 16, "copies": 1} if quick else {"size": 24, "copies": 2}),
-        "E3": (e3_events, 2 if quick else 5, 6 if quick else 10,
-               {"size": 16, "per_class": (20, 10)} if quick else {"size": 24, "per_class": (30, 15)}),
+        "E2": (e2_glyphs, 2 if quick else 5, 4 if quick else 8,
+               {"size": 16, "copies": 1} if quick else {"size": 20, "copies": 1}),
+        "E3": (e3_events, 2 if quick else 5, 6 if quick else 8,
+               {"size": 16, "per_class": (20, 10)} if quick else {"size": 16, "per_class": (30, 15)}),
     }  # fmt: skip
     config = {"quick": quick}
     for tag, (_, n, ep, kw) in plan.items():
