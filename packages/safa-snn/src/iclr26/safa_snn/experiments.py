@@ -255,7 +255,10 @@ def _summarise(
         f"{e_safa * 1e6:.3f} µJ vs {e_ft * 1e6:.3f} µJ ({e_ft / e_safa:.0f}×); prototype {e_pr * 1e6:.3f} µJ",
     )
     sup = _paired(last[safa], last[proto])
-    superior = sup["mean diff"] > 0 and sup["t p"] < 0.05
+    # the spec's rule: a Wilcoxon test, or a paired t-test over at least 10 seeds
+    superior = sup["mean diff"] > 0 and (
+        sup["wilcoxon p"] < 0.05 or (sup["t p"] < 0.05 and n_seeds >= 10)
+    )
     report.note(
         f"{tag} {name}: superiority over the prototype SNN {'is' if superior else 'is NOT'} "
         f"supported: mean last-session diff {sup['mean diff'] * 100:+.2f} pp, paired t p = "
