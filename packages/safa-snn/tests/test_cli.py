@@ -83,3 +83,18 @@ def test_fscil_command_on_glyphs(tmp_path):
     res = json.loads(out.read_text())
     assert len(res["acc"]) == 3
     assert res["acc"][0] > 0.3  # 10 classes on unseen fonts, well above chance (0.1)
+
+
+@pytest.mark.slow
+def test_fscil_command_on_events_with_conv_backbone(tmp_path, capsys):
+    out = tmp_path / "e.json"
+    args = ["fscil", "--task", "events", "--base-classes", "6", "--way", "1", "--shot", "1",
+            "--sessions", "2", "--epochs", "1", "--T", "3", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    res = json.loads(out.read_text())
+    assert len(res["acc"]) == 3
+    assert res["method"] == "SAFA"
+    # image backbones need image data
+    capsys.readouterr()
+    assert main(["fscil", "--backbone", "resnet20", "--epochs", "1"]) == 2
+    assert "needs image data" in capsys.readouterr().err

@@ -20,7 +20,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "surrogate_grad",
         ],
         "zo": ["zo_gradient"],
-        "models": ["SpikingConvNet", "SpikingMLP", "direct_encode"],
+        "models": [
+            "ConvBNLIF", "SpikingBasicBlock", "SpikingConvNet", "SpikingMLP", "SpikingResNet20",
+            "SpikingVGG9", "direct_encode",
+        ],
         "prototypes": ["CosineClassifier", "class_means", "subspace_project", "teen_calibrate"],
         "losses": ["tet_loss"],
         "fscil": [
@@ -31,7 +34,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "energy": [
             "EnergyReport", "ann_twin_energy", "count_sops", "energy_joules", "training_energy",
         ],
-        "data": ["GLYPHS", "glyph_fonts", "load_digits_fscil", "load_glyphs_fscil"],
+        "data": [
+            "EVENT_CLASSES", "GLYPHS", "glyph_fonts", "load_digits_fscil", "load_events_fscil",
+            "load_glyphs_fscil",
+        ],
     },
 )  # fmt: skip
 __all__ += ["__version__"]

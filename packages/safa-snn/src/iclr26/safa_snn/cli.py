@@ -21,9 +21,15 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         "scikit-learn digits",
     )  # fmt: skip
     parser.add_argument(
-        "--task", choices=("digits", "glyphs"), default="digits",
-        help="bundled data when --data is not given: scikit-learn digits, or 60 characters "
-        "rendered with matplotlib's fonts (28x28, test fonts unseen in training)",
+        "--task", choices=("digits", "glyphs", "events"), default="digits",
+        help="bundled data when --data is not given: scikit-learn digits, 60 characters "
+        "rendered with matplotlib's fonts (28x28, test fonts unseen in training), or "
+        "synthetic DVS-like event streams (11 classes, 8 frames, 2x32x32)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--backbone", choices=("auto", "mlp", "conv", "vgg9", "resnet20"), default="auto",
+        help="spiking backbone: auto = mlp for digits, glyphs and --data, conv for events; "
+        "vgg9 (official layout) and resnet20 need --task glyphs (rendered at 32x32) or events",
     )  # fmt: skip
     parser.add_argument("--method", choices=METHODS, default="safa", help="FSCIL method")
     parser.add_argument("--base-classes", type=int_arg(1), default=5, help="classes in session 0")
@@ -56,16 +62,31 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             load_state,
             save_state,
         )
-        from iclr26.safa_snn.data import load_digits_fscil, load_glyphs_fscil
+        from iclr26.safa_snn.data import load_digits_fscil, load_events_fscil, load_glyphs_fscil
         from iclr26.safa_snn.fscil import FSCILData, FSCILProtocol, make_sessions, run_fscil
         from iclr26.safa_snn.methods import SAFA, TEENSNN, FineTuneSNN, PrototypeSNN, train_base
-        from iclr26.safa_snn.models import SpikingMLP
+        from iclr26.safa_snn.models import (
+            SpikingConvNet,
+            SpikingMLP,
+            SpikingResNet20,
+            SpikingVGG9,
+        )
         from iclr26.safa_snn.neurons import set_phase
         from iclr26.shared import write_json
 
+        backbone = args.backbone
+        if backbone == "auto":
+            backbone = "conv" if args.data is None and args.task == "events" else "mlp"
+        if backbone != "mlp" and (args.data is not None or args.task == "digits"):
+            raise ValueError(f"--backbone {backbone} needs image data: --task glyphs or events")
         torch.set_num_threads(1)
         if args.data is None and args.task == "glyphs":
-            data = load_glyphs_fscil(flatten=True, seed=args.seed)
+            size = 32 if backbone in ("vgg9", "resnet20") else 28
+            data = load_glyphs_fscil(size=size, flatten=backbone == "mlp", seed=args.seed)
+        elif args.data is None and args.task == "events":
+            data = load_events_fscil(T=args.T, seed=args.seed)
+            if backbone == "mlp":
+                data.x_train, data.x_test = data.x_train.flatten(2), data.x_test.flatten(2)
         elif args.data is None:
             data = load_digits_fscil(seed=args.seed)
         else:
@@ -100,10 +121,16 @@ def _fscil_setup(parser: argparse.ArgumentParser):
         )
         s0 = make_sessions(data, protocol)[0]  # validates the protocol before training
         torch.manual_seed(args.seed)
-        model = SpikingMLP(
-            data.x_train.shape[1], hidden=(128,), feat_dim=64, T=args.T,
-            num_classes=args.base_classes, mask_seed=args.seed,
-        )  # fmt: skip
+        common = {"T": args.T, "num_classes": args.base_classes, "mask_seed": args.seed}
+        if backbone == "mlp":
+            model = SpikingMLP(data.x_train.shape[-1], hidden=(128,), feat_dim=64, **common)
+        else:
+            c, size = data.x_train.shape[-3], data.x_train.shape[-1]
+            model = {
+                "conv": lambda: SpikingConvNet(c, img_size=size, widths=(16, 32), **common),
+                "vgg9": lambda: SpikingVGG9(c, img_size=size, **common),
+                "resnet20": lambda: SpikingResNet20(c, img_size=size, **common),
+            }[backbone]()
         ckpt = args.checkpoint_dir
         if ckpt is not None:
             from iclr26.safa_snn.checkpoint import latest_session
@@ -121,7 +148,7 @@ def _fscil_setup(parser: argparse.ArgumentParser):
             "data": fingerprint_tensors([data.x_train, data.y_train, data.x_test, data.y_test]),
             "protocol": [args.base_classes, args.way, args.shot, args.sessions],
             "T": args.T, "epochs": args.epochs, "seed": args.seed,
-            "arch": "SpikingMLP(hidden=(128,), feat_dim=64)", "task": args.task,
+            "arch": backbone, "task": args.task,
         }  # fmt: skip
         if ckpt is not None and args.resume and os.path.exists(os.path.join(ckpt, _BASE)):
             tensors, meta = load_state(ckpt, "base_model")
@@ -174,5 +201,5 @@ main = make_cli(
     reproduce="iclr26.safa_snn.experiments:reproduce",
     bench="iclr26.safa_snn.experiments:bench",
     description="SAFA-SNN (ICLR 2026): spiking few-shot class-incremental learning.",
-    commands={"fscil": ("run an FSCIL protocol (digits or an .npz)", _fscil_setup)},
+    commands={"fscil": ("run an FSCIL protocol (a bundled task or an .npz)", _fscil_setup)},
 )

@@ -1,5 +1,5 @@
-"""Bundled data for the FSCIL experiments (no downloads): scikit-learn's digits and glyphs
-rendered with the fonts that ship inside matplotlib."""
+"""Bundled data for the FSCIL experiments (no downloads): scikit-learn's digits, glyphs
+rendered with the fonts that ship inside matplotlib, and synthetic DVS-like event streams."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import torch
 
 from iclr26.safa_snn.fscil import FSCILData
 
-__all__ = ["GLYPHS", "glyph_fonts", "load_digits_fscil", "load_glyphs_fscil"]
+__all__ = [
+    "EVENT_CLASSES",
+    "GLYPHS",
+    "glyph_fonts",
+    "load_digits_fscil",
+    "load_events_fscil",
+    "load_glyphs_fscil",
+]
 
 
 def load_digits_fscil(test_fraction: float = 0.5, seed: int = 0) -> FSCILData:
@@ -160,4 +167,111 @@ def load_glyphs_fscil(
             x = np.clip(x + rng.normal(0.0, noise, x.shape), 0.0, 1.0)
         x = torch.from_numpy(x.astype(np.float32))
         out[name] = (x.flatten(1) if flatten else x, torch.tensor(ys, dtype=torch.long))
+    return FSCILData(*out["train"], *out["test"], classes=tuple(range(classes)))
+
+
+EVENT_CLASSES = (
+    "bar right", "bar left", "bar down", "bar up", "blob down-right", "blob up-left",
+    "blob clockwise", "blob counter-clockwise", "grating right", "ring expanding",
+    "ring contracting",
+)  # fmt: skip
+
+
+def _event_intensity(k: int, p: float, yy: np.ndarray, xx: np.ndarray, prm: dict) -> np.ndarray:
+    """Intensity of class ``k`` at clip phase ``p`` ∈ [0, 1] on the pixel grid (values in [0, 1])."""
+    size = xx.shape[0]
+
+    def edge(
+        d,
+    ):  # soft band of half-width w around d = 0 (anti-aliased, so sub-pixel motion counts)
+        return 1.0 / (1.0 + np.exp((np.abs(d) - prm["w"]) / 0.4))
+
+    shift = prm["v"] * p * size
+    if k in (0, 1, 2, 3):  # bars
+        coord = xx if k in (0, 1) else yy
+        pos = prm["x0"] * size + (shift if k in (0, 2) else -shift)
+        if k in (1, 3):
+            pos = (1 - prm["x0"]) * size - shift
+        return prm["c"] * edge(coord - pos)
+    if k in (4, 5, 6, 7):  # blobs
+        if k in (4, 5):
+            sgn = 1.0 if k == 4 else -1.0
+            start = prm["x0"] if k == 4 else 1 - prm["x0"]
+            cx = cy = start * size + sgn * shift * 0.8
+            cy = cy + prm["off"] * size
+        else:
+            sgn = 1.0 if k == 6 else -1.0  # image y points down: +angle turns clockwise
+            ang = prm["phi"] + sgn * prm["omega"] * p
+            cx = size / 2 + prm["R"] * size * np.cos(ang)
+            cy = size / 2 + prm["R"] * size * np.sin(ang)
+        r2 = (xx - cx) ** 2 + (yy - cy) ** 2
+        return prm["c"] * np.exp(-r2 / (2 * prm["sigma"] ** 2))
+    if k == 8:  # grating drifting right
+        lam = prm["lam"]
+        return prm["c"] * 0.5 * (1 + np.sin(2 * np.pi * (xx - 0.6 * lam * p * prm["v"] * 4) / lam))
+    # rings around a jittered centre
+    cx, cy = size / 2 + prm["off"] * size, size / 2 - prm["off"] * size
+    dist = np.sqrt((xx - cx) ** 2 + (yy - cy) ** 2)
+    grow = prm["v"] * size * 0.6 * p
+    r = 0.1 * size + grow if k == 9 else 0.45 * size - grow
+    return prm["c"] * edge(dist - r)
+
+
+def load_events_fscil(
+    classes: int = 11,
+    *,
+    T: int = 8,
+    size: int = 32,
+    train_per_class: int = 40,
+    test_per_class: int = 20,
+    contrast_threshold: float = 0.15,
+    noise: float = 0.01,
+    seed: int = 0,
+) -> FSCILData:
+    """Synthetic DVS-like event streams (no download), shaped like DVS128 Gesture: 11 classes of
+    moving patterns (:data:`EVENT_CLASSES`: bars moving in 4 directions, blobs moving along two
+    diagonals and circling both ways, a drifting grating, expanding and contracting rings).
+
+    Every sample draws its own start position, speed (±25 %), width and contrast. A pattern's
+    intensity is rendered at T + 1 instants of the clip; frame t holds an ON event at a pixel
+    whose intensity rose by more than ``contrast_threshold`` since the previous instant and an
+    OFF event where it fell by more (a DVS pixel's log-intensity change, linearised), plus
+    background events with probability ``noise`` per pixel, polarity and frame. ``x`` is
+    ``[n, T, 2, size, size]`` with 0/1 entries (channel 0 ON, 1 OFF); labels 0 .. classes − 1.
+    """
+    for name, v, low in (
+        ("classes", classes, 2), ("T", T, 1), ("size", size, 8),
+        ("train_per_class", train_per_class, 1), ("test_per_class", test_per_class, 1),
+    ):  # fmt: skip
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    if classes > len(EVENT_CLASSES):
+        raise ValueError(f"classes must be <= {len(EVENT_CLASSES)}, got {classes}")
+    if not (np.isfinite(contrast_threshold) and contrast_threshold > 0):
+        raise ValueError(f"contrast_threshold must be > 0, got {contrast_threshold}")
+    if not (np.isfinite(noise) and 0 <= noise < 1):
+        raise ValueError(f"noise must be in [0, 1), got {noise}")
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float64) + 0.5
+    phases = np.linspace(0.0, 1.0, T + 1)
+
+    def sample(k: int) -> np.ndarray:
+        prm = {
+            "x0": rng.uniform(0.15, 0.3), "v": rng.uniform(0.45, 0.6) * rng.uniform(0.8, 1.25),
+            "w": rng.uniform(1.0, 2.0), "c": rng.uniform(0.7, 1.0),
+            "off": rng.uniform(-0.08, 0.08), "phi": rng.uniform(0, 2 * np.pi),
+            "omega": rng.uniform(1.2, 1.6) * np.pi, "R": rng.uniform(0.22, 0.3),
+            "sigma": rng.uniform(1.5, 2.5) * size / 32, "lam": rng.uniform(6, 10) * size / 32,
+        }  # fmt: skip
+        frames = np.stack([_event_intensity(k, p, yy, xx, prm) for p in phases])
+        diff = np.diff(frames, axis=0)
+        ev = np.stack([diff > contrast_threshold, diff < -contrast_threshold], axis=1)
+        ev |= rng.random(ev.shape) < noise
+        return ev.astype(np.float32)
+
+    out = {}
+    for split, n in (("train", train_per_class), ("test", test_per_class)):
+        xs = [sample(k) for k in range(classes) for _ in range(n)]
+        ys = np.repeat(np.arange(classes), n)
+        out[split] = (torch.from_numpy(np.stack(xs)), torch.from_numpy(ys).long())
     return FSCILData(*out["train"], *out["test"], classes=tuple(range(classes)))

@@ -11,7 +11,9 @@ autograd loop it is tested against.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -19,13 +21,18 @@ from torch import Tensor, nn
 
 __all__ = [
     "LIF",
+    "LOOPS",
     "PHASES",
     "SPIKE_METHODS",
     "LocalZOSpike",
     "SparsityAwareLIF",
+    "compiled_lif_steps",
+    "lif_backward_steps",
+    "lif_forward_steps",
     "lif_reference",
     "set_phase",
     "spike_fn",
+    "surrogate_factors",
     "surrogate_grad",
 ]
 
@@ -102,54 +109,143 @@ def spike_fn(
     return LocalZOSpike.apply(u, method, float(delta), int(n_samples), generator)
 
 
+def lif_forward_steps(x: Tensor, theta: Tensor, tau: float) -> tuple[Tensor, Tensor]:
+    """The LIF time loop as a pure function: spikes and pre-reset membranes, both ``[B, T, ...]``.
+
+    ``u_t = τ m_{t−1} + x_t``, ``s_t = 1[u_t > θ]``, ``m_t = u_t (1 − s_t)`` with ``m_0 = 0``.
+    No in-place updates, no Python scalars read from tensors and a loop of static length T, so
+    ``torch.compile`` traces it into one graph (inductor fuses the T steps into one kernel).
+    """
+    mem = torch.zeros_like(x[:, 0])
+    spikes, pre = [], []
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    for t in range(x.shape[1]):
+        mem = mem * tau + x[:, t]
+        fired = mem > theta
+        pre.append(mem)
+        spikes.append(fired.to(x.dtype))
+        mem = torch.where(fired, zero, mem)
+    return torch.stack(spikes, dim=1), torch.stack(pre, dim=1)
+
+
+def lif_backward_steps(
+    grad_s: Tensor, sg: Tensor, spikes: Tensor, pre: Tensor, tau: float, detach_reset: bool
+) -> tuple[Tensor, Tensor]:
+    """BPTT of :func:`lif_forward_steps` as a pure function (compile-friendly, like the forward).
+
+    ``sg`` is the surrogate factor ``∂s_t/∂u_t`` for every step (:func:`surrogate_grad` of
+    ``pre − θ``). Returns ``dL/dx`` ``[B, T, ...]`` and ``dL/dθ`` per element (summed over time,
+    not yet reduced over the broadcast dimensions of θ).
+    """
+    carry = torch.zeros_like(pre[:, 0])  # dL/dm_t: the reset membrane feeding step t+1
+    grad_theta = torch.zeros_like(pre[:, 0])
+    zero = torch.zeros((), dtype=pre.dtype, device=pre.device)
+    grads = []
+    for t in range(pre.shape[1] - 1, -1, -1):
+        # m_t = u_t (1 − s_t): ∂m/∂s = −u_t, unless the reset is detached
+        gs = grad_s[:, t] if detach_reset else grad_s[:, t] - carry * pre[:, t]
+        gsv = sg[:, t] * gs
+        carry = torch.where(spikes[:, t] > 0, zero, carry) + gsv  # dL/du_t
+        grads.append(carry)
+        grad_theta = grad_theta - gsv
+        carry = carry * tau
+    grads.reverse()
+    return torch.stack(grads, dim=1), grad_theta
+
+
+def surrogate_factors(
+    pre: Tensor,
+    theta: Tensor,
+    method: str,
+    delta: float = 0.5,
+    n_samples: int = 5,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """``∂s_t/∂u_t`` for every step of ``pre`` ``[B, T, ...]`` (θ broadcastable to ``pre[:, 0]``).
+
+    Deterministic surrogates are computed in one vectorised pass. LocalZO draws its Gaussian
+    samples step by step from the last step to the first, the order of a step-by-step BPTT, so a
+    seeded generator gives the same estimates as the loop that draws inside the backward.
+    """
+    if method != "zo":
+        return surrogate_grad(pre - theta.unsqueeze(1), method, delta=delta, n_samples=n_samples)
+    steps = [
+        surrogate_grad(pre[:, t] - theta, method, delta=delta, n_samples=n_samples,
+                       generator=generator)
+        for t in range(pre.shape[1] - 1, -1, -1)
+    ]  # fmt: skip
+    return torch.stack(steps[::-1], dim=1)
+
+
+LOOPS = ("fused", "compiled")
+
+
+@functools.lru_cache(maxsize=4)
+def compiled_lif_steps(backend: str = "inductor") -> tuple[Callable, Callable]:
+    """:func:`lif_forward_steps` and :func:`lif_backward_steps` through ``torch.compile``
+    (``dynamic=False``: one specialisation per shape, τ and ``detach_reset``), cached per backend.
+    The first call for a new shape compiles (tens of seconds on a CPU); ``bench`` reports it."""
+    return (
+        torch.compile(lif_forward_steps, backend=backend, dynamic=False),
+        torch.compile(lif_backward_steps, backend=backend, dynamic=False),
+    )
+
+
 class _FusedLIF(torch.autograd.Function):
-    """Multi-step LIF over x ``[B, T, ...]`` with threshold ``theta`` broadcastable to x[:, 0]."""
+    """Multi-step LIF over x ``[B, T, ...]`` with threshold ``theta`` broadcastable to x[:, 0].
+
+    ``kernels`` is None (the in-place eager loops below) or a (forward, backward) pair of
+    compiled :func:`lif_forward_steps` / :func:`lif_backward_steps`.
+    """
 
     @staticmethod
-    def forward(ctx, x, theta, tau, cfg, detach_reset):  # type: ignore[override]
-        T = x.shape[1]
-        spikes = torch.empty_like(x)
-        pre = torch.empty_like(x)  # u_t before the reset
-        mem = torch.zeros_like(x[:, 0])
-        for t in range(T):
-            mem.mul_(tau).add_(x[:, t])
-            pre[:, t] = mem
-            fired = mem > theta
-            spikes[:, t] = fired
-            mem.masked_fill_(fired, 0.0)
+    def forward(ctx, x, theta, tau, cfg, detach_reset, kernels=None):  # type: ignore[override]
+        if kernels is not None:
+            spikes, pre = kernels[0](x, theta, tau)
+        else:
+            T = x.shape[1]
+            spikes = torch.empty_like(x)
+            pre = torch.empty_like(x)  # u_t before the reset
+            mem = torch.zeros_like(x[:, 0])
+            for t in range(T):
+                mem.mul_(tau).add_(x[:, t])
+                pre[:, t] = mem
+                fired = mem > theta
+                spikes[:, t] = fired
+                mem.masked_fill_(fired, 0.0)
         ctx.save_for_backward(pre, spikes, theta)
-        ctx.tau, ctx.cfg, ctx.detach_reset = tau, cfg, detach_reset
+        ctx.tau, ctx.cfg, ctx.detach_reset, ctx.kernels = tau, cfg, detach_reset, kernels
         ctx.theta_needs_grad = theta.requires_grad
         return spikes
 
     @staticmethod
     def backward(ctx, grad_s):  # type: ignore[override]
         pre, spikes, theta = ctx.saved_tensors
-        tau, (method, delta, n_samples, generator), detach_reset = (
-            ctx.tau,
-            ctx.cfg,
-            ctx.detach_reset,
-        )
-        T = pre.shape[1]
-        grad_x = torch.empty_like(pre)
-        grad_theta = torch.zeros_like(pre[:, 0]) if ctx.theta_needs_grad else None
-        carry = torch.zeros_like(pre[:, 0])  # dL/dm_t: the reset membrane feeding step t+1
-        for t in range(T - 1, -1, -1):
-            v, s = pre[:, t], spikes[:, t]
-            # m_t = v_t (1 − s_t): ∂m/∂s = −v_t, unless the reset is detached
-            gs = grad_s[:, t] if detach_reset else grad_s[:, t] - carry * v
-            gsv = surrogate_grad(
-                v - theta, method, delta=delta, n_samples=n_samples, generator=generator
-            ).mul_(gs)
-            carry.masked_fill_(s.bool(), 0.0).add_(gsv)  # dL/dv_t = dL/dm_t (1 − s_t) + gsv
-            grad_x[:, t] = carry
-            if grad_theta is not None:
+        method, delta, n_samples, generator = ctx.cfg
+        tau, detach_reset = ctx.tau, ctx.detach_reset
+        sg = surrogate_factors(pre, theta, method, delta, n_samples, generator)
+        if ctx.kernels is not None:
+            grad_x, grad_theta = ctx.kernels[1](
+                grad_s.contiguous(), sg, spikes, pre, tau, detach_reset
+            )
+        else:
+            T = pre.shape[1]
+            grad_x = torch.empty_like(pre)
+            grad_theta = torch.zeros_like(pre[:, 0])
+            carry = torch.zeros_like(pre[:, 0])
+            for t in range(T - 1, -1, -1):
+                gs = grad_s[:, t] if detach_reset else grad_s[:, t] - carry * pre[:, t]
+                gsv = sg[:, t].mul_(gs)
+                carry.masked_fill_(spikes[:, t].bool(), 0.0).add_(gsv)
+                grad_x[:, t] = carry
                 grad_theta -= gsv
-            carry.mul_(tau)
-        if grad_theta is not None:
+                carry.mul_(tau)
+        if ctx.theta_needs_grad:
             dims = [i for i in range(grad_theta.ndim) if theta.shape[i] == 1]
             grad_theta = grad_theta.sum(dim=dims, keepdim=True).reshape(theta.shape)
-        return grad_x, grad_theta, None, None, None
+        else:
+            grad_theta = None
+        return grad_x, grad_theta, None, None, None, None
 
 
 def lif_reference(
@@ -186,9 +282,13 @@ class LIF(nn.Module):
         detach_reset: cut the gradient through the reset (snnTorch's default); the official code
             keeps it (False).
         generator: torch.Generator for the LocalZO draws (seeded runs); may be set later.
+        loop: ``"fused"`` (default): the time loop and its BPTT as in-place eager loops inside
+            one autograd function; ``"compiled"``: the same loops as pure functions through
+            ``torch.compile`` (:func:`compiled_lif_steps`; the first call per shape compiles).
 
     Attributes:
-        spike_count: spikes emitted by the last forward (a float), for energy estimates.
+        spike_count: spikes emitted by the last forward, a detached 0-d tensor (never a Python
+            float: reading it does not synchronise or break a ``torch.compile`` graph).
     """
 
     def __init__(
@@ -203,8 +303,11 @@ class LIF(nn.Module):
         channel_dim: int = 2,
         detach_reset: bool = False,
         generator: torch.Generator | None = None,
+        loop: Literal["fused", "compiled"] = "fused",
     ) -> None:
         super().__init__()
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
         if isinstance(num_channels, bool) or not isinstance(num_channels, int) or num_channels < 1:
             raise ValueError(f"num_channels must be a positive int, got {num_channels!r}")
         if not (isinstance(tau, int | float) and 0.0 <= tau <= 1.0):
@@ -228,10 +331,11 @@ class LIF(nn.Module):
         self.channel_dim = channel_dim
         self.detach_reset = detach_reset
         self.generator = generator
+        self.loop = loop
         self.threshold = nn.Parameter(
             torch.full((num_channels,), float(v_threshold)), requires_grad=learn_threshold
         )
-        self.spike_count = 0.0
+        self.register_buffer("spike_count", torch.zeros(()), persistent=False)
 
     def _theta(self, x: Tensor, track_grad: bool) -> Tensor:
         shape = [1] * (x.ndim - 1)
@@ -254,8 +358,9 @@ class LIF(nn.Module):
     def _run(self, x: Tensor, track_grad: bool) -> Tensor:
         theta = self._theta(x, track_grad)
         cfg = (self.spike, self.delta, self.n_samples, self.generator)
-        out = _FusedLIF.apply(x, theta, self.tau, cfg, self.detach_reset)
-        self.spike_count = float(out.detach().sum())
+        kernels = compiled_lif_steps() if self.loop == "compiled" else None
+        out = _FusedLIF.apply(x, theta, self.tau, cfg, self.detach_reset, kernels)
+        self.spike_count = out.detach().sum()
         return out
 
     def forward(self, x: Tensor) -> Tensor:
@@ -264,7 +369,7 @@ class LIF(nn.Module):
         return self._run(x, track_grad=True)
 
     def extra_repr(self) -> str:
-        return f"{self.num_channels}, tau={self.tau}, spike={self.spike!r}"
+        return f"{self.num_channels}, tau={self.tau}, spike={self.spike!r}, loop={self.loop!r}"
 
 
 class SparsityAwareLIF(LIF):
@@ -326,9 +431,8 @@ class SparsityAwareLIF(LIF):
     @property
     def base_rate(self) -> Tensor:
         """r̄_b: the per-channel rate recorded in the ``"record"`` phase (zeros if none)."""
-        if float(self.rate_count) == 0:
-            return torch.zeros(self.num_channels, dtype=self.threshold.dtype)
-        return (self.rate_sum / self.rate_count).to(self.threshold.dtype)
+        # zeros when nothing was recorded (rate_sum is then 0); no host sync
+        return (self.rate_sum / self.rate_count.clamp_min(1e-300)).to(self.threshold.dtype)
 
     def coefficients(self) -> Tensor:
         """The diagonal of A: ``gamma`` on masked channels, ``beta`` elsewhere."""
