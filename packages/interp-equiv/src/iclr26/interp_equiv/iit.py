@@ -170,6 +170,7 @@ def train_implementation(
     swap_prob: float = 0.5,
     separate_steps: bool = False,
     clip_grad_norm: float | None = 1.0,
+    detach_source: bool = True,
     betas: tuple[float, float] = (0.9, 0.999),
     weight_decay: float = 0.0,
     eval_n: int = 1024,
@@ -202,6 +203,8 @@ def train_implementation(
         separate_steps: one optimiser step per loss term (``iit``'s default
             ``use_single_loss=False``) instead of one step on their sum.
         clip_grad_norm: gradient-norm clipping (``iit`` default 1.0); ``None`` turns it off.
+        detach_source: patch detached source activations (``iit``'s ``detach_while_caching``);
+            ``False`` lets the IIT gradient flow through the source run too (0.1/0.2 behaviour).
         seed: seeds the data stream; initialise the model with your own seed before calling.
         progress: show a progress bar.
 
@@ -288,13 +291,16 @@ def train_implementation(
         base, source, yb, ys = base.to(dev), source.to(dev), yb.to(dev), ys.to(dev)
         terms.clear()
         # one source run serves every term (with separate steps, each term re-runs it after the
-        # previous step); its activations are detached, as ``iit`` caches them
-        # (``detach_while_caching=True``): the gradient flows through the base run only.
+        # previous step); with ``detach_source`` its activations are detached, as ``iit`` caches
+        # them (``detach_while_caching=True``): the gradient flows through the base run only.
         swapped = {site: masks[v] for v, site in sites.items() if bool(masks[v].any())}
         want = [*swapped, *([strict_site] if strict_site is not None else [])]
         logits_s, cache_s = model.run_with_cache(source, sites=want or sites.values())
         if iit_w > 0:
-            patches = {site: (cache_s[site].detach(), m.to(dev)) for site, m in swapped.items()}
+            patches = {
+                site: (cache_s[site].detach() if detach_source else cache_s[site], m.to(dev))
+                for site, m in swapped.items()
+            }
             with model.patched(patches):
                 add(iit_w * ce(model(base), target))
             if separate_steps:
