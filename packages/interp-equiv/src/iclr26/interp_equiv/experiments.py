@@ -41,9 +41,9 @@ from iclr26.interp_equiv.similarity import (
     train_test_rows,
 )
 from iclr26.interp_equiv.tasks import Task
-from iclr26.shared import Report
+from iclr26.shared import Report, check_int
 
-__all__ = ["bench", "reproduce"]
+__all__ = ["bench", "reproduce", "speed_rows"]
 
 PACKAGE = "iclr26-interp-equiv"
 BACKENDS = ("torch", "scikit-learn", "safetensors", "matplotlib")
@@ -431,17 +431,27 @@ def _speed_row(kernel: str, f: np.ndarray, s: np.ndarray, peer: str, target: str
     }
 
 
-def _speed_rows(quick: bool, seed: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def speed_rows(*, rounds: int = 5, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The issue's speed targets at their own shapes (no trained model needed), each against the
-    straightforward implementation (and sklearn ``RidgeCV`` for ridge) in the same run.
+    straightforward implementation (and sklearn ``RidgeCV`` for ridge) in the same run: the first
+    table of ``bench`` (``rounds`` interleaved rounds; also the ``speed`` command).
+
+    Returns:
+        ``(rows, metrics)``: one table row per kernel/peer and the medians (seconds, speed-ups).
 
     The representations are synthetic: ``Y`` is a noisy linear read-out of ``X``, so CKA and the
     ridge fit are far from 0 and the timed code paths are the ones used on model representations.
     """
+    check_int(rounds, "rounds", low=1)
+    check_int(seed, "seed", low=0)
+    with _one_thread():  # torch and numpy's BLAS on one thread each, as in bench
+        return _speed_rows(rounds, seed)
+
+
+def _speed_rows(rounds: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
     from sklearn.linear_model import RidgeCV
 
     rng = np.random.default_rng(seed)
-    rounds = 3 if quick else 5
     rows, out = [], {}
     # 1. debiased CKA on two 10,000 × 512 representations: d × d products vs n × n Grams
     n, d = 10_000, 512
@@ -684,7 +694,7 @@ def bench(*, quick: bool = True, seed: int = 0, progress: bool = False) -> Repor
                     "calibration_repetitions": 10 if quick else 30},
         )  # fmt: skip
         t0 = time.perf_counter()
-        speed, ratios = _speed_rows(quick, seed)
+        speed, ratios = speed_rows(rounds=3 if quick else 5, seed=seed)
         report.add_table(
             "Similarity kernels at the target shapes: ours vs the peer, interleaved rounds "
             "(ratio = peer / ours per round)",
