@@ -145,7 +145,10 @@ def _speed_setup(parser: argparse.ArgumentParser):
         print("| " + " | ".join(keys) + " |")
         print("|" + "---|" * len(keys))
         for r in rows:
-            cells = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in r.values()]
+            cells = [
+                (f"{v:.4g}" if isinstance(v, float) else str(v)).replace("|", "\\|")
+                for v in r.values()
+            ]
             print("| " + " | ".join(cells) + " |")
         return 0
 
