@@ -47,6 +47,8 @@ def test_careless_user(tmp_path, capsys):
         (["compare", str(g1), str(g1), "--measure", "euclid"], "invalid choice"),
         (["reproduce", "--seed", "-3"], "--seed"),
         (["compare", str(g1), str(g1), "--margin", "nan"], "--margin"),
+        (["speed", "--rounds", "0"], "--rounds"),
+        (["speed", "--seed", "x"], "--seed"),
     ]:
         with pytest.raises(SystemExit) as exc:
             main(argv)

@@ -126,6 +126,35 @@ def _compare_setup(parser: argparse.ArgumentParser):
     return run
 
 
+def _speed_setup(parser: argparse.ArgumentParser):
+    parser.add_argument(
+        "--rounds", type=int_arg(1), default=5,
+        help="interleaved rounds of ours vs the peer per kernel (default: 5)",
+    )  # fmt: skip
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="data seed")
+
+    def run(args: argparse.Namespace) -> int:
+        import os
+
+        from iclr26.interp_equiv.experiments import speed_rows
+
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        rows, _ = speed_rows(rounds=args.rounds, seed=args.seed)
+        keys = list(rows[0])
+        print(f"load average at start: {load:.1f}")
+        print("| " + " | ".join(keys) + " |")
+        print("|" + "---|" * len(keys))
+        for r in rows:
+            cells = [
+                (f"{v:.4g}" if isinstance(v, float) else str(v)).replace("|", "\\|")
+                for v in r.values()
+            ]
+            print("| " + " | ".join(cells) + " |")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "interp-equiv",
     reproduce="iclr26.interp_equiv.experiments:reproduce",
@@ -135,6 +164,11 @@ main = make_cli(
         "compare": (
             "test whether two groups of implementations are interpretively equivalent",
             _compare_setup,
-        )
+        ),
+        "speed": (
+            "time the similarity kernels at the speed targets' shapes against the peers "
+            "(the first table of bench)",
+            _speed_setup,
+        ),
     },
 )

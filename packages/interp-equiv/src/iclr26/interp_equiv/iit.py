@@ -164,7 +164,14 @@ def train_implementation(
     behaviour_w: float = 1.0,
     iit_w: float = 1.0,
     probe_w: float = 0.0,
+    strict_w: float = 0.4,
+    strict_sites: Sequence[Site] = (),
+    intervention: str = "single",
     swap_prob: float = 0.5,
+    separate_steps: bool = False,
+    clip_grad_norm: float | None = 1.0,
+    detach_source: bool = True,
+    betas: tuple[float, float] = (0.9, 0.999),
     weight_decay: float = 0.0,
     eval_n: int = 1024,
     seed: int = 0,
@@ -173,16 +180,31 @@ def train_implementation(
     """Train ``model`` in place to implement ``algorithm`` under ``alignment`` (IIT).
 
     Loss per step: ``behaviour_w·CE(M(base), y) + iit_w·CE(M_{π(S)←source}(base), H_{S←source}(base))
-    + probe_w·Σ_V CE(probe_V(π(V)), V)`` where ``S`` is a random subset of variables (each swapped
-    with probability ``swap_prob``, independently per example). The optional linear probes make
-    each variable linearly decodable at its site (the spec's fast MLP tier uses them for the
-    integer ``total``, which interventions alone cannot pin down).
+    + strict_w·CE(M_{u←source}(base), y) + probe_w·Σ_V CE(probe_V(π(V)), V)``.
+
+    * IIT term: with ``intervention="single"`` (the ``iit`` library behind InterpBench, whose
+      SIIT models the official code uses) one variable ``S = {V}`` is drawn per step and swapped in
+      every example of the batch — the same single-variable interventions IIA measures. With
+      ``"independent"`` each variable is swapped with probability ``swap_prob`` independently per
+      example (several at once; the 0.1/0.2 behaviour of this package).
+    * Strict (SIIT) term: one of ``strict_sites`` — sites *outside* the alignment — is drawn per
+      step and resample-ablated from the source; the output must stay the base label, so the
+      computation cannot bypass the aligned sites (``iit``'s ``StrictIITModelPair``; the official
+      training script uses ``strict_weight = 0.4``). Skipped when ``strict_sites`` is empty.
+    * Probe term: optional linear probes make each variable linearly decodable at its site (the
+      spec's fast MLP tier uses them for the integer ``total``, which interventions alone cannot
+      pin down).
 
     Args:
         task, algorithm: what to implement (algorithm object or its name in ``task.algorithms``).
         model: a hook-protocol model (:class:`TinyTransformer`, :class:`TinyMLP`, :class:`ModuleHooks`).
         alignment: variable -> :class:`Site`.
-        steps, lr, batch: AdamW schedule (cosine decay to 0).
+        steps, lr, batch, betas, weight_decay: AdamW schedule (cosine decay to 0).
+        separate_steps: one optimiser step per loss term (``iit``'s default
+            ``use_single_loss=False``) instead of one step on their sum.
+        clip_grad_norm: gradient-norm clipping (``iit`` default 1.0); ``None`` turns it off.
+        detach_source: patch detached source activations (``iit``'s ``detach_while_caching``);
+            ``False`` lets the IIT gradient flow through the source run too (0.1/0.2 behaviour).
         seed: seeds the data stream; initialise the model with your own seed before calling.
         progress: show a progress bar.
 
@@ -201,9 +223,25 @@ def train_implementation(
     check_int(seed, "seed", low=0)
     check_range(lr, "lr", low=0.0, low_inclusive=False)
     for name, w in (("behaviour_w", behaviour_w), ("iit_w", iit_w), ("probe_w", probe_w),
-                    ("weight_decay", weight_decay)):  # fmt: skip
+                    ("strict_w", strict_w), ("weight_decay", weight_decay)):  # fmt: skip
         check_range(w, name, low=0.0)
     check_range(swap_prob, "swap_prob", low=0.0, high=1.0)
+    if intervention not in ("single", "independent"):
+        raise ValueError(f"intervention must be 'single' or 'independent', got {intervention!r}")
+    if clip_grad_norm is not None:
+        check_range(clip_grad_norm, "clip_grad_norm", low=0.0, low_inclusive=False)
+    if not isinstance(betas, tuple | list) or len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    for b in betas:
+        check_range(b, "betas", low=0.0, high=1.0, high_inclusive=False)
+    if isinstance(strict_sites, Site):
+        strict_sites = [strict_sites]
+    strict = model._check_sites(list(strict_sites))
+    overlap = set(strict) & set(sites.values())
+    if overlap:
+        raise ValueError(
+            f"strict_sites must lie outside the alignment; aligned: {sorted(overlap, key=str)}"
+        )
     dev = _device(model)
     gen = torch.Generator().manual_seed(seed)
     probes = nn.ModuleDict()
@@ -215,42 +253,81 @@ def train_implementation(
             width = cache[site][0].numel()
             probes[v] = nn.Linear(width, algorithm.variables[v].n_values).to(dev)
     params = [*model.parameters(), *probes.parameters()]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
     ce = nn.functional.cross_entropy
+    names = list(sites)
     history: list[dict[str, float]] = []
+
+    def step_on(loss: torch.Tensor) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip_grad_norm is not None:
+            nn.utils.clip_grad_norm_(params, clip_grad_norm)
+        opt.step()
+
+    terms: list[torch.Tensor] = []  # this step's loss terms (summed unless separate_steps)
+
+    def add(loss: torch.Tensor) -> None:
+        if separate_steps:
+            step_on(loss)
+        terms.append(loss.detach() if separate_steps else loss)
+
     bar = progress_bar(range(steps), enabled=progress, desc=f"IIT {algorithm.name}")
     for step in bar:
         base, yb = task.sample(batch, gen)
         source, ys = task.sample(batch, gen)
-        masks = {v: torch.rand(batch, generator=gen) < swap_prob for v in sites}
+        if intervention == "single":
+            pick = names[int(torch.randint(len(names), (1,), generator=gen))]
+            masks = {v: torch.full((batch,), v == pick) for v in names}
+        else:
+            masks = {v: torch.rand(batch, generator=gen) < swap_prob for v in names}
+        strict_site = (
+            strict[int(torch.randint(len(strict), (1,), generator=gen))]
+            if strict and strict_w > 0
+            else None
+        )
         target = algorithm.counterfactual(base, source, masks).to(dev)
         base, source, yb, ys = base.to(dev), source.to(dev), yb.to(dev), ys.to(dev)
-        logits_s, cache_s = model.run_with_cache(source, sites=sites.values())
-        loss_b = ce(logits_s, ys)
+        terms.clear()
+        # one source run serves every term (with separate steps, each term re-runs it after the
+        # previous step); with ``detach_source`` its activations are detached, as ``iit`` caches
+        # them (``detach_while_caching=True``): the gradient flows through the base run only.
+        swapped = {site: masks[v] for v, site in sites.items() if bool(masks[v].any())}
+        want = [*swapped, *([strict_site] if strict_site is not None else [])]
+        logits_s, cache_s = model.run_with_cache(source, sites=want or sites.values())
+        if iit_w > 0:
+            patches = {
+                site: (cache_s[site].detach() if detach_source else cache_s[site], m.to(dev))
+                for site, m in swapped.items()
+            }
+            with model.patched(patches):
+                add(iit_w * ce(model(base), target))
+            if separate_steps:
+                logits_s, cache_s = model.run_with_cache(source, sites=want or sites.values())
+        if strict_site is not None:
+            with model.patched({strict_site: cache_s[strict_site].detach()}):
+                add(strict_w * ce(model(base), yb))
+            if separate_steps:
+                logits_s = model(source)
         if behaviour_w > 0 or probe_w > 0:
             logits_b, cache_b = model.run_with_cache(base, sites=sites.values())
-            loss_b = 0.5 * (loss_b + ce(logits_b, yb))
-        loss = behaviour_w * loss_b
-        if iit_w > 0:
-            patches = {site: (cache_s[site], masks[v].to(dev)) for v, site in sites.items()}
-            with model.patched(patches):
-                loss_i = ce(model(base), target)
-            loss = loss + iit_w * loss_i
-        if probe_w > 0:
-            vals = algorithm.values(base.cpu())
-            loss_p = sum(
-                ce(probes[v](cache_b[site].flatten(1)), vals[v].to(dev))
-                for v, site in sites.items()
-            ) / len(sites)
-            loss = loss + probe_w * loss_p
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+            loss_b = behaviour_w * 0.5 * (ce(logits_s, ys) + ce(logits_b, yb))
+            if probe_w > 0:
+                vals = algorithm.values(base.cpu())
+                loss_p = sum(
+                    ce(probes[v](cache_b[site].flatten(1)), vals[v].to(dev))
+                    for v, site in sites.items()
+                ) / len(sites)
+                loss_b = loss_b + probe_w * loss_p
+            add(loss_b)
+        if terms and not separate_steps:
+            step_on(sum(terms))
+        total = float(sum(float(t.detach()) for t in terms))
         sched.step()
         if step % 100 == 0 or step == steps - 1:
-            history.append({"step": step, "loss": float(loss.detach())})
-            bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
+            history.append({"step": step, "loss": total})
+            bar.set_postfix(loss=f"{total:.3f}")
     bar.close()
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
