@@ -23,16 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.baselines import bregman_proximal_gradient
 from iclr26.bregman_fw.experiments import (
     BACKENDS,
     PACKAGE,
     THRESHOLDS,
     Method,
-    _plot_panels,
-    _solve,
+    plot_panels,
     run_method,
+    solve_fixed_budget,
 )
 from iclr26.bregman_fw.kernels import Burg, Entropy, Euclidean
 from iclr26.bregman_fw.lmo import L1Ball, Simplex
@@ -121,7 +121,7 @@ def _ours(p: Problem, m: Method, max_iter: int) -> Trace:
         m.name,
         "bregman-fw (JAX)",
         r.f,
-        lambda: _solve(p, m, max_iter, step),
+        lambda: solve_fixed_budget(p, m, max_iter, step),
         r.n_f_evals / max(r.n_iter, 1),
         r.compile_s,
     )
@@ -524,7 +524,7 @@ def run_bench_dopt(*, quick: bool, seed: int, show_progress: bool) -> Report:
     rows, panel = _bench_dopt(report, quick, seed, it, rounds, ok, bar)
     bar.close()
     report.add_table("Iterations / seconds to a primal gap (— = not reached in the budget)", rows)
-    report.add_figure("bench_dopt_primal_gap", _plot_panels([panel], "primal gap f − f*"))
+    report.add_figure("bench_dopt_primal_gap", plot_panels([panel], "primal gap f − f*"))
     report.note(
         f"Timing: {rounds} interleaved rounds, each running every method 3 times back to back and "
         "keeping the fastest; ms/iter median [min, max] over rounds; seconds to a gap = iterations "
@@ -636,7 +636,7 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     report.add_table(
         "Iterations / seconds to a primal gap (— = not reached in the budget)", all_rows
     )
-    report.add_figure("bench_primal_gap", _plot_panels(panels, "primal gap f − f*"))
+    report.add_figure("bench_primal_gap", plot_panels(panels, "primal gap f − f*"))
     report.note(
         f"Timing: every method's full run is repeated in {rounds} interleaved rounds (round r runs each "
         "method 3 times back to back and keeps the fastest), so a change of load on the shared machine "
@@ -724,10 +724,10 @@ def _roofline(report: Report, traces: list[Trace], passes: list[Trace], A, round
 
 def _dopt_stopping(report: Report, p: Problem) -> None:
     """What a user sees at the default stopping rules on D-optimal design."""
-    from iclr26.bregman_fw.experiments import _weights
+    from iclr26.bregman_fw.experiments import start_weights
     from iclr26.bregman_fw.solvers import STATUS, away_frank_wolfe
 
-    kw = {"args": p.args, "atoms": p.vertices, "weights": _weights(p)}
+    kw = {"args": p.args, "atoms": p.vertices, "weights": start_weights(p)}
     parts = []
     for label, step in (("EucAFW", EuclideanAdaptive()), ("D-opt AFW", DOptimalStep())):
         r = away_frank_wolfe(p.f, p.x0, p.lmo, step=step, max_iter=5000, **kw)
