@@ -20,12 +20,22 @@ def _dopt(m=10, n=100):
     return H, jnp.full(n, 1.0 / n), jnp.eye(n)
 
 
+@pytest.fixture(scope="module")
+def dopt_stalled():
+    """EucAFW on D-optimal design at a tol its FW gap cannot reach: it stops when f stops
+    changing, i.e. at the optimum to float64 round-off (shared by two tests; tol is traced, so
+    this run and the default-tol run share one compiled loop)."""
+    H, x0, V = _dopt()
+    kw = {"step": bfw.EuclideanAdaptive(), "args": (H,), "atoms": V, "weights": x0}
+    return bfw.away_frank_wolfe(dopt_objective, x0, bfw.Simplex(), max_iter=3000, tol=1e-12, **kw)
+
+
 @pytest.mark.parametrize(
     "step",
     # the DOptimalStep case compiles two more loops: slow, to keep `make test` inside 120 s
     [bfw.EuclideanAdaptive(), pytest.param(bfw.DOptimalStep(), marks=pytest.mark.slow)],
 )
-def test_d_optimal_converges_at_the_default_tol(step):
+def test_d_optimal_converges_at_the_default_tol(step, dopt_stalled):
     """The FW gap shrinks like sqrt(primal gap) on D-optimal design and levels off near
     1e-7 * |f| (|f| = 3.77 here) once f is at float64 resolution: the default test
     ``gap <= tol * max(1, |f|)`` is reached and the run says 'converged', with f at the optimum
@@ -39,15 +49,12 @@ def test_d_optimal_converges_at_the_default_tol(step):
     assert bool(r.converged)
     assert float(r.gap) <= 1e-7 * abs(float(r.f))
     assert float(r.gap) > 1e-7  # an absolute test at 1e-7 would not have stopped here
-    long = bfw.away_frank_wolfe(f, x0, bfw.Simplex(), max_iter=3000, patience=None, tol=0.0, **kw)
-    assert float(r.f) - float(long.f) < 1e-13 * abs(float(long.f))
+    assert float(r.f) - float(dopt_stalled.f) < 1e-13 * abs(float(dopt_stalled.f))
 
 
-def test_d_optimal_stalls_below_float64_resolution():
+def test_d_optimal_stalls_below_float64_resolution(dopt_stalled):
     """A tol the FW gap cannot reach: the run says 'stalled' (not max_iter, not converged)."""
-    H, x0, V = _dopt()
-    kw = {"step": bfw.EuclideanAdaptive(), "args": (H,), "atoms": V, "weights": x0}
-    r = bfw.away_frank_wolfe(dopt_objective, x0, bfw.Simplex(), max_iter=3000, tol=1e-12, **kw)
+    r = dopt_stalled
     assert int(r.status) == STALLED
     assert "stalled" in r.message
     assert not bool(r.converged)
@@ -99,9 +106,22 @@ def test_patience_counts_only_real_decreases():
         assert np.all(np.abs(f[-3:] - f[-4]) <= 1e-14 * abs(f[-4]))
 
 
-@pytest.mark.parametrize("pairwise", [False, True])
+# every LMO and both variants are covered by default (two compiled loops per case); the other
+# three combinations are slow
+_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
-    "lmo", [bfw.Simplex(), bfw.L1Ball(1.0), bfw.TruncatedSimplex(0.01)], ids=str
+    ("lmo", "pairwise"),
+    [
+        (bfw.Simplex(), False),
+        (bfw.L1Ball(1.0), True),
+        (bfw.TruncatedSimplex(0.01), False),
+        pytest.param(bfw.Simplex(), True, marks=_SLOW),
+        pytest.param(bfw.L1Ball(1.0), False, marks=_SLOW),
+        pytest.param(bfw.TruncatedSimplex(0.01), True, marks=_SLOW),
+    ],
+    ids=str,
 )
 def test_vertex_indexed_active_set_matches_dense_buffer(lmo, pairwise):
     n = 12
@@ -155,15 +175,23 @@ def test_one_slot_history_gives_the_same_run():
 def test_adaptive_trials_reuse_their_gradient():
     """An adaptive step evaluates value-and-grad at each trial and the solver reuses the accepted
     one: evaluations = trials (+1 at the start), no extra gradient per iteration."""
+    # the same calls (problem, step, budget) as test_solvers' fw-gap and open-loop tests: the
+    # compiled loops are reused
     q = bfw.quadratic_simplex(20, margin=0.1, seed=0)
-    r = bfw.frank_wolfe(q.f, q.x0, q.lmo, args=q.args, max_iter=50, tol=0.0, patience=None)
-    trials = int(np.asarray(r.history.n_evals)[:50].sum())
+    r = bfw.frank_wolfe(
+        q.f, q.x0, q.lmo, step=bfw.AdaptiveBregman(), args=q.args, max_iter=ITERS, tol=0.0
+    )
+    n = int(r.n_iter)
+    assert n > 50
+    trials = int(np.asarray(r.history.n_evals)[:n].sum())
+    assert trials > n  # some iterations backtracked
     assert int(r.n_f_evals) == trials + 1
     assert int(r.n_grad_evals) == trials + 1
     o = bfw.frank_wolfe(
-        q.f, q.x0, q.lmo, step=bfw.OpenLoop(), args=q.args, max_iter=50, tol=0.0, patience=None
+        q.f, q.x0, q.lmo, step=bfw.OpenLoop(), args=q.args, max_iter=ITERS, tol=0.0, patience=None
     )
-    assert int(o.n_f_evals) == 51
+    assert int(o.n_iter) == ITERS
+    assert int(o.n_f_evals) == ITERS + 1
 
 
 def test_package_import_is_lazy():

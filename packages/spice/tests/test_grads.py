@@ -107,6 +107,24 @@ def test_hooks_refuse_what_they_cannot_separate():
         per_sample_grads(tr, lm_losses, vocab.encode(["ab"], 6), params="all", method="hooks")
 
 
+def test_hooks_with_weights_only_frozen_biases_and_bias_free_layers():
+    """Hooks, vmap and the loop agree when a layer's bias is frozen (its weight is the one
+    gradient the backward is asked for), a layer has no bias, and the batch size makes the
+    rows of the result a view of a 64-byte-aligned buffer (12 columns)."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 3, bias=False)).eval()
+    model[0].bias.requires_grad_(False)
+    X, y = torch.randn(5, 3), torch.randint(0, 3, (5,))
+    got = {
+        m: per_sample_grads(model, xent_per_example, (X, y), method=m)
+        for m in ("hooks", "vmap", "loop")
+    }
+    assert got["hooks"].shape == (5, 2 * 3 + 3 * 2)
+    torch.testing.assert_close(got["hooks"], got["loop"], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got["vmap"], got["loop"], atol=1e-6, rtol=1e-5)
+    assert not model[0].bias.requires_grad  # the frozen parameter stays frozen
+
+
 def test_restricting_to_trainable_parameters():
     model = MLP(8, 3, hidden=5).eval()
     model.net[0].requires_grad_(False)

@@ -21,7 +21,16 @@ __version__ = _version("iclr26-bregman-fw")
 
 __getattr__, __dir__, __all__ = _lazy.attach(
     __name__,
-    submodules=["baselines", "kernels", "lmo", "optax_api", "problems", "solvers", "steps"],
+    submodules=[
+        "baselines",
+        "kernels",
+        "lmo",
+        "optax_api",
+        "precision",
+        "problems",
+        "solvers",
+        "steps",
+    ],
     submod_attrs={
         "baselines": ["bregman_proximal_gradient", "mirror_descent", "projected_gradient"],
         "kernels": [

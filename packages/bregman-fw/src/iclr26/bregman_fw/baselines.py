@@ -12,9 +12,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Burg, Entropy, Kernel
-from iclr26.bregman_fw.solvers import _as_float64
+from iclr26.bregman_fw.precision import as_float64  # also switches JAX to float64
 from iclr26.shared import check_array, check_choice, check_int, check_range
 
 __all__ = ["BaselineResult", "bregman_proximal_gradient", "mirror_descent", "projected_gradient"]
@@ -100,7 +99,7 @@ def projected_gradient(
     check_range(radius, "radius", low=0.0, low_inclusive=False)
     if not math.isfinite(radius):
         raise ValueError(f"radius must be a finite number > 0, got {radius!r}")
-    x0 = _as_float64(x0, "x0")
+    x0 = as_float64(x0, "x0")
     check_array(x0, "x0")
     check_int(max_iter, "max_iter", low=1)
     fixed = step_size is not None
@@ -131,7 +130,7 @@ def mirror_descent(
 ) -> BaselineResult:
     """Entropic mirror descent ("MD", exponentiated gradient) on the probability simplex with the
     classical step ``step_size/√(t+1)``; ``x0`` must be strictly positive and sum to 1."""
-    x0 = _as_float64(x0, "x0")
+    x0 = as_float64(x0, "x0")
     check_array(x0, "x0", ndim=1)
     check_int(max_iter, "max_iter", low=1)
     check_range(step_size, "step_size", low=0.0, low_inclusive=False)
@@ -191,7 +190,7 @@ def bregman_proximal_gradient(
         raise ValueError(
             f"kernel must be Entropy() or Burg() for bregman_proximal_gradient, got {kernel!r}"
         )
-    x0 = _as_float64(x0, "x0")
+    x0 = as_float64(x0, "x0")
     check_array(x0, "x0", ndim=1)
     check_int(max_iter, "max_iter", low=1)
     check_range(L, "L", low=0.0, low_inclusive=False)

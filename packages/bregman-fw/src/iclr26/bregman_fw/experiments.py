@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean
 from iclr26.bregman_fw.problems import (
     Problem,
@@ -44,7 +44,7 @@ from iclr26.bregman_fw.steps import (
 )
 from iclr26.shared import Report, progress
 
-__all__ = ["bench", "reproduce"]
+__all__ = ["bench", "plot_panels", "reproduce", "run_method", "solve_fixed_budget", "start_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,11 @@ class Method:
     kernel: Callable[[Problem], Any] = lambda p: p.kernel
 
 
-def _solve(p: Problem, m: Method, max_iter: int, step: StepRule):
-    """A fixed budget of ``max_iter`` iterations (``tol=0``, no stall stop): the curves compare
-    methods iteration by iteration."""
+def solve_fixed_budget(p: Problem, m: Method, max_iter: int, step: StepRule):
+    """Run method ``m`` with ``step`` on ``p`` for a fixed budget of ``max_iter`` iterations
+    (``tol=0``, no stall stop), so curves compare methods iteration by iteration; away-step and
+    pairwise runs from a non-vertex ``x0`` start from :func:`start_weights`. Returns the
+    ``FWResult``."""
     kernel = m.kernel(p)
     fixed = {"tol": 0.0, "patience": None}
     if m.kind == "fw":
@@ -98,7 +100,7 @@ def _solve(p: Problem, m: Method, max_iter: int, step: StepRule):
         V = np.asarray(p.vertices)
         if not np.any(np.all(np.isclose(V, np.asarray(p.x0)), axis=1)):
             # x0 is not a vertex: start the active set as x0's convex combination of vertices
-            start = {"atoms": p.vertices, "weights": _weights(p)}
+            start = {"atoms": p.vertices, "weights": start_weights(p)}
     # atoms are distinct vertices: a polytope with few vertices never needs more slots
     cap = None if p.vertices is None else min(max_iter + len(p.vertices), len(p.vertices) + 1)
     return away_frank_wolfe(
@@ -119,7 +121,7 @@ def _solve(p: Problem, m: Method, max_iter: int, step: StepRule):
 _WEIGHTS: dict[tuple[int, int], tuple[Any, Any, jax.Array]] = {}
 
 
-def _weights(p: Problem) -> jax.Array:
+def start_weights(p: Problem) -> jax.Array:
     """x0 as a convex combination of the vertices, computed once per (vertices, x0): the bench
     times repeated solves, and this least-squares solve (0.3 s under load at n = 100) must not
     be counted as solver time."""
@@ -163,11 +165,11 @@ def run_method(p: Problem, m: Method, max_iter: int) -> Run | None:
     compile_s = math.nan
     if key not in _COMPILED:
         t0 = time.perf_counter()
-        jax.block_until_ready(_solve(p, m, max_iter, step))
+        jax.block_until_ready(solve_fixed_budget(p, m, max_iter, step))
         compile_s = time.perf_counter() - t0
         _COMPILED.add(key)
     t0 = time.perf_counter()
-    r = jax.block_until_ready(_solve(p, m, max_iter, step))
+    r = jax.block_until_ready(solve_fixed_budget(p, m, max_iter, step))
     seconds = time.perf_counter() - t0
     if not math.isnan(compile_s):
         compile_s = max(compile_s - seconds, 0.0)
@@ -322,12 +324,15 @@ def _color(name: str) -> str | None:
     return None
 
 
-def _plot_panels(
+def plot_panels(
     panels: list[tuple[str, dict[str, list[np.ndarray]], dict[str, float]]],
     ylabel: str,
     xlabel: str = "iteration",
     time_axis: bool = False,
 ):
+    """A figure with one semilog panel per ``(title, {method: [curve per seed]}, {method:
+    ms/iter})``: the median curve of each method, against iterations or (``time_axis``) seconds
+    at the method's ms/iter; the same colour per method family in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -677,14 +682,14 @@ def reproduce(*, quick: bool, seed: int, progress: bool) -> Report:
         (f"{e}: {t}", _curves(*results[(e, t)][:2]), _ms(results[(e, t)][0])) for (e, t) in results
     ]
     report.add_figure(
-        "primal_gap_vs_iteration", _plot_panels(panels, "primal gap f − f* (median of seeds)")
+        "primal_gap_vs_iteration", plot_panels(panels, "primal gap f − f* (median of seeds)")
     )
     report.add_figure(
         "primal_gap_vs_seconds",
-        _plot_panels(panels, "primal gap f − f* (median of seeds)", time_axis=True),
+        plot_panels(panels, "primal gap f − f* (median of seeds)", time_axis=True),
     )
     gap_panels = [(f"{e}: {t}", _curves(*results[(e, t)][:2], key="gap"), {}) for (e, t) in results]
-    report.add_figure("fw_gap_vs_iteration", _plot_panels(gap_panels, "FW gap (median of seeds)"))
+    report.add_figure("fw_gap_vs_iteration", plot_panels(gap_panels, "FW gap (median of seeds)"))
     report.note(
         "f* is known for E4 (KL with exact data, quadratic) and E3/E5 (phase retrieval, f* = 0); elsewhere it is the "
         f"best value of a {ref_it}-iteration away-step (polytopes) or vanilla FW run with the Euclidean adaptive step "

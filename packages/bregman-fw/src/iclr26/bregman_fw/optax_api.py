@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean, Kernel
 from iclr26.bregman_fw.lmo import LMO
 from iclr26.bregman_fw.steps import AdaptiveBregman, Oracle, StepRule, StepState

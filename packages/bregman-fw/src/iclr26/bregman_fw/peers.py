@@ -23,16 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.baselines import bregman_proximal_gradient
 from iclr26.bregman_fw.experiments import (
     BACKENDS,
     PACKAGE,
     THRESHOLDS,
     Method,
-    _plot_panels,
-    _solve,
+    plot_panels,
     run_method,
+    solve_fixed_budget,
 )
 from iclr26.bregman_fw.kernels import Burg, Entropy, Euclidean
 from iclr26.bregman_fw.lmo import L1Ball, Simplex
@@ -47,7 +47,7 @@ from iclr26.bregman_fw.steps import (
 )
 from iclr26.shared import Report, progress
 
-__all__ = ["run_bench"]
+__all__ = ["run_bench", "run_bench_dopt", "time_to_rows"]
 
 PEERS = {"copt": "copt", "accbpg": "accbpg", "cvxpy": "cvxpy"}
 
@@ -121,7 +121,7 @@ def _ours(p: Problem, m: Method, max_iter: int) -> Trace:
         m.name,
         "bregman-fw (JAX)",
         r.f,
-        lambda: _solve(p, m, max_iter, step),
+        lambda: solve_fixed_budget(p, m, max_iter, step),
         r.n_f_evals / max(r.n_iter, 1),
         r.compile_s,
     )
@@ -474,7 +474,7 @@ def _bench_dopt(report: Report, quick: bool, seed: int, it: int, rounds: int, ok
         "accbpg D_opt_FW_away (exact step)",
     )
     _dopt_stopping(report, p2)
-    return rows, panel
+    return rows, panel, time_to_rows("B2", p2.name, traces2, f_ref2)
 
 
 def _pair_check(report, label, traces, f_ref, rounds, ours_name, peer_name) -> None:
@@ -501,6 +501,42 @@ def _pair_check(report, label, traces, f_ref, rounds, ours_name, peer_name) -> N
     )
 
 
+def adaptive_variants(quick: bool, seed: int, max_iter: int = 1000) -> list[dict]:
+    """Iterations to 1e-4 / 1e-6 / 1e-8 of the adaptive step's readings on the B2 instance: the
+    [verify] κ policies (reset to 1 every iteration, the paper note's reading; carried over; κ
+    frozen at 1, i.e. Pedregosa's rule), the initial estimate L̃ (a probe step, or given), and
+    the paper's (η, τ) against other values; the closed-form exact step for reference."""
+    m2, n2 = (10, 100) if quick else (20, 400)
+    p, _ = _dopt(m2, n2, seed)
+    variants = [
+        ("closed-form exact step (DOptimalStep, reference)", DOptimalStep()),
+        ("EuclideanAdaptive (Pedregosa)", EuclideanAdaptive()),
+        ("AdaptiveBregman, paper defaults (κ reset to 1, L̃ from a probe)", AdaptiveBregman()),
+        ("κ carried over (kappa_reset=False)", AdaptiveBregman(kappa_reset=False)),
+        ("κ frozen at 1 (beta=1)", AdaptiveBregman(beta=1.0)),
+        ("κ floor 0.5 (kappa_min=0.5)", AdaptiveBregman(kappa_min=0.5)),
+        ("L0 = 1e-3", AdaptiveBregman(L0=1e-3)),
+        ("L0 = 1 (the relative constant)", AdaptiveBregman(L0=1.0)),
+        ("L0 = 1e3", AdaptiveBregman(L0=1e3)),
+        ("η = 0.5", AdaptiveBregman(eta=0.5)),
+        ("τ = 1.5", AdaptiveBregman(tau=1.5)),
+    ]
+    runs = [
+        (label, run_method(p, Method(label, "afw", lambda q, s=step: s), max_iter))
+        for label, step in variants
+    ]
+    f_ref = min(float(np.nanmin(r.f)) for _, r in runs)
+    rows = []
+    for label, r in runs:
+        row: dict[str, Any] = {"step rule": label}
+        for thr in THRESHOLDS:
+            hit = np.flatnonzero(r.f - f_ref <= thr)
+            row[f"iters to {thr:.0e}"] = int(hit[0]) if hit.size else "—"
+        row["f-evals/iter"] = r.n_f_evals / max(r.n_iter, 1)
+        rows.append(row)
+    return rows
+
+
 def run_bench_dopt(*, quick: bool, seed: int, show_progress: bool) -> Report:
     """B2 of :func:`run_bench` alone (D-optimal design against accbpg), for quick re-timing."""
     it = 500 if quick else 2000
@@ -521,10 +557,17 @@ def run_bench_dopt(*, quick: bool, seed: int, show_progress: bool) -> Report:
         if s != "ok" and k != "copt":
             report.note(f"peer {k} is not available ({s}); its rows are missing from the tables.")
     bar = progress(enabled=show_progress, total=rounds, desc="bench rounds", unit="round")
-    rows, panel = _bench_dopt(report, quick, seed, it, rounds, ok, bar)
+    rows, panel, t_rows = _bench_dopt(report, quick, seed, it, rounds, ok, bar)
     bar.close()
+    report.add_table("Time to a 1e-6 primal gap (median [min, max] over rounds)", t_rows)
     report.add_table("Iterations / seconds to a primal gap (— = not reached in the budget)", rows)
-    report.add_figure("bench_dopt_primal_gap", _plot_panels([panel], "primal gap f − f*"))
+    report.add_table(
+        "The paper's adaptive step on this instance: iterations to a primal gap by κ policy, "
+        "initial L estimate and (η, τ) (away-step FW, Euclidean kernel, 1000-iteration budget; "
+        "deterministic, not timed)",
+        adaptive_variants(quick, seed),
+    )
+    report.add_figure("bench_dopt_primal_gap", plot_panels([panel], "primal gap f − f*"))
     report.note(
         f"Timing: {rounds} interleaved rounds, each running every method 3 times back to back and "
         "keeping the fastest; ms/iter median [min, max] over rounds; seconds to a gap = iterations "
@@ -586,10 +629,12 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     panels.append((p.name, {t.method: [np.maximum(t.f - f_ref, 0)] for t in traces}, {}))
     _roofline(report, traces, passes, A, rounds)
     _time_check(report, "B1", traces, f_ref, rounds)
+    time_rows = time_to_rows("B1", p.name, traces, f_ref)
 
     # ---- B2 D-optimal design on the simplex
-    rows2, panel2 = _bench_dopt(report, quick, seed, it, rounds, ok, bar)
+    rows2, panel2, time_rows2 = _bench_dopt(report, quick, seed, it, rounds, ok, bar)
     all_rows += rows2
+    time_rows += time_rows2
     panels.append(panel2)
 
     # ---- B3 KL regression, entropy kernel
@@ -631,12 +676,18 @@ def run_bench(*, quick: bool, seed: int, show_progress: bool) -> Report:
     all_rows += _rows(p3.name, traces3, 0.0)
     panels.append((p3.name, {t.method: [np.maximum(t.f, 0)] for t in traces3}, {}))
     _time_check(report, "B3", traces3, 0.0, rounds)
+    time_rows += time_to_rows("B3", p3.name, traces3, 0.0)
     bar.close()
 
     report.add_table(
+        "Time to a 1e-6 primal gap, this package and its peers (seconds: median [min, max] over "
+        "the timing rounds)",
+        time_rows,
+    )
+    report.add_table(
         "Iterations / seconds to a primal gap (— = not reached in the budget)", all_rows
     )
-    report.add_figure("bench_primal_gap", _plot_panels(panels, "primal gap f − f*"))
+    report.add_figure("bench_primal_gap", plot_panels(panels, "primal gap f − f*"))
     report.note(
         f"Timing: every method's full run is repeated in {rounds} interleaved rounds (round r runs each "
         "method 3 times back to back and keeps the fastest), so a change of load on the shared machine "
@@ -724,10 +775,10 @@ def _roofline(report: Report, traces: list[Trace], passes: list[Trace], A, round
 
 def _dopt_stopping(report: Report, p: Problem) -> None:
     """What a user sees at the default stopping rules on D-optimal design."""
-    from iclr26.bregman_fw.experiments import _weights
+    from iclr26.bregman_fw.experiments import start_weights
     from iclr26.bregman_fw.solvers import STATUS, away_frank_wolfe
 
-    kw = {"args": p.args, "atoms": p.vertices, "weights": _weights(p)}
+    kw = {"args": p.args, "atoms": p.vertices, "weights": start_weights(p)}
     parts = []
     for label, step in (("EucAFW", EuclideanAdaptive()), ("D-opt AFW", DOptimalStep())):
         r = away_frank_wolfe(p.f, p.x0, p.lmo, step=step, max_iter=5000, **kw)
@@ -744,6 +795,28 @@ def _dopt_stopping(report: Report, p: Problem) -> None:
         "near 1e-7 * |f| once f is at float64 resolution; when it is still above that when f stops "
         "changing, the stall rule ends the run (status 'stalled', f at the optimum to round-off)."
     )
+
+
+def time_to_rows(label: str, problem: str, traces: list[Trace], f_ref: float) -> list[dict]:
+    """One row per method that reaches a 1e-6 primal gap: iterations, and seconds to it per
+    timing round as median [min, max] (iterations x that round's ms/iter)."""
+    rows = []
+    for tr in traces:
+        it = _iters_to(tr, f_ref, 1e-6)
+        if it is None or not tr.seconds or tr.library == "machine":
+            continue
+        secs = [_time_to(tr, f_ref, 1e-6, r) for r in range(len(tr.seconds))]
+        rows.append(
+            {
+                "bench": label,
+                "problem": problem,
+                "method": tr.method,
+                "library": tr.library,
+                "iters to 1e-6": it,
+                "seconds to 1e-6 median [min, max]": _spread(secs),
+            }
+        )
+    return rows
 
 
 def _time_check(report: Report, label: str, traces: list[Trace], f_ref: float, rounds: int) -> None:

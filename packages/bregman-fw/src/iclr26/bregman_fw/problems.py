@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlogy
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.data import regression_data, sparse_simplex_point
 from iclr26.bregman_fw.kernels import Burg, Entropy, Euclidean, Kernel, Quartic
 from iclr26.bregman_fw.lmo import LMO, KSparse, L2Ball, Simplex, TruncatedSimplex

@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean, Kernel
 from iclr26.bregman_fw.lmo import LMO
+from iclr26.bregman_fw.precision import as_float64  # also switches JAX to float64
 from iclr26.bregman_fw.steps import AdaptiveBregman, Oracle, StepRule
 from iclr26.shared import check_array, check_int, check_range
 
@@ -50,8 +50,6 @@ STATUS = {
     NONFINITE: "f became non-finite",
     ACTIVE_FULL: "the away-step active-set buffer is full",
 }
-
-_F64_INT_EXACT = 2**53  # integers up to this magnitude convert to float64 exactly
 
 
 class FWHistory(NamedTuple):
@@ -137,26 +135,6 @@ def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _as_float64(x, name: str) -> jax.Array:
-    """float64 as is; integers converted exactly (refused beyond 2**53); anything else refused."""
-    arr = np.asarray(x) if not isinstance(x, jax.Array) else x
-    dtype = np.dtype(arr.dtype)
-    if dtype == np.bool_ or not (
-        np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
-    ):
-        raise TypeError(f"{name} must be a float64 (or integer) array, got dtype {dtype}")
-    if np.issubdtype(dtype, np.integer):
-        if arr.size and int(np.max(np.abs(np.asarray(arr).astype(object)))) > _F64_INT_EXACT:
-            raise ValueError(f"{name} has integers beyond 2**53, which float64 cannot hold exactly")
-        return jnp.asarray(np.asarray(arr).astype(np.float64))
-    if dtype != np.float64:
-        raise TypeError(
-            f"{name} must be float64 (the acceptance test subtracts nearly equal f values), got {dtype}; "
-            "convert it with .astype(float64) (is jax_enable_x64 switched off?)"
-        )
-    return jnp.asarray(arr)
-
-
 @contextlib.contextmanager
 def _scalar_f():
     """JAX's error for a non-scalar objective, as a ValueError naming ``f``."""
@@ -205,7 +183,7 @@ def _check_inputs(f, x0, lmo, step, kernel, max_iter, tol, args, patience, ftol)
         )
     if _is_traced(x0):
         return x0
-    x0 = _as_float64(x0, "x0")
+    x0 = as_float64(x0, "x0")
     check_array(x0, "x0")
     if not lmo.contains(np.asarray(x0), atol=1e-8):
         raise ValueError(f"x0 is not in the feasible set of {lmo!r}")
@@ -718,7 +696,7 @@ def away_frank_wolfe(
     if atoms is None:
         weights0, atoms0 = jnp.ones((1,), x0.dtype), x0[None]
     else:
-        weights0, atoms0 = _as_float64(weights, "weights"), _as_float64(atoms, "atoms")
+        weights0, atoms0 = as_float64(weights, "weights"), as_float64(atoms, "atoms")
         if not _is_traced(atoms0) and not _is_traced(weights0):
             check_array(weights0, "weights", ndim=1)
             check_array(atoms0, "atoms", shape=(weights0.shape[0], *x0.shape))

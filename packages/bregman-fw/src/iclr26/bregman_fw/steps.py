@@ -29,7 +29,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from iclr26.bregman_fw import _x64  # noqa: F401  (float64 before any array)
+from iclr26.bregman_fw import precision  # noqa: F401  (float64 before any array)
 from iclr26.bregman_fw.kernels import Euclidean
 
 __all__ = [

@@ -666,17 +666,17 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
     # Per-sample gradients vs one batched backward (issue: ≤ 2× on these shapes)
     grad_rows, ratios = _bench_per_sample_grads(quick=quick, seed=seed)
     report.add_table(
-        "Per-sample gradients, 256 examples, 64-64-10 MLP (1 thread; per round the fastest of "
-        "several calls of each method over the fastest batched backward of that round; median "
-        "and min–max of the ratio over rounds)",
+        "Per-sample gradients, 256 examples, 64-64-10 MLP (1 thread; interleaved rounds, per "
+        "round the fastest of several calls of each method over the fastest batched backward "
+        "of that round; median [min, max] over rounds)",
         grad_rows,
     )
     hooks = ratios["hooks"]
     report.check(
         "per-sample gradients (one batched backward + hooks) within 2× of a plain batched backward",
         float(np.median(hooks)) <= 2.0,
-        f"{np.median(hooks):.2f}× (min–max over {len(hooks)} rounds {min(hooks):.2f}–{max(hooks):.2f}); "
-        f"vmap {np.median(ratios['vmap']):.2f}×",
+        f"{_spread(hooks)}× over {len(hooks)} rounds; vmap {_spread(ratios['vmap'])}×, "
+        f"loop {_spread(ratios['loop'])}×",
     )
     report.metric("per-sample grads (hooks) / batched backward, median", float(np.median(hooks)))
     report.metric(
@@ -686,13 +686,20 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
     return report
 
 
+def _spread(values: list[float]) -> str:
+    v = np.asarray(values, dtype=float)
+    return f"{np.median(v):.3g} [{v.min():.3g}, {v.max():.3g}]"
+
+
 def _bench_per_sample_grads(*, quick: bool, seed: int) -> tuple[list[dict], dict[str, list[float]]]:
     """Per-sample gradient methods against one plain batched backward, on the bench's MLP.
 
-    Each round times every method right after the baseline, taking the fastest of several calls
-    (on a shared machine the slower calls measure other processes' preemption, which hits a
-    longer call more often), so a ratio compares calls made under the same machine load; the
-    table gives the median and the spread (min–max) of the per-round ratios.
+    Interleaved rounds: each round times the batched backward and then every method, taking the
+    fastest of several calls of each (on a shared machine the slower calls measure other
+    processes' preemption, which hits a longer call more often), so a ratio compares calls made
+    under the same machine load; the table gives the median and [min, max] over rounds of the
+    seconds and of the per-round ratios. The per-sample loop (the official approach, 256
+    backward passes) runs once per round.
     """
     torch.manual_seed(seed)
     model = MLP(64, 10, hidden=64).eval()
@@ -715,26 +722,26 @@ def _bench_per_sample_grads(*, quick: bool, seed: int) -> tuple[list[dict], dict
                        lambda: per_sample_grads(model, _xent, (X, y), method="hooks", projector=kron)),
         "vmap+dense": (f"vmap + dense Gaussian projection to {k}",
                        lambda: per_sample_grads(model, _xent, (X, y), method="vmap", projector=dense)),
+        "loop": ("per_sample_grads loop (official approach)",
+                 lambda: per_sample_grads(model, _xent, (X, y), method="loop")),
     }  # fmt: skip
     rounds, calls = (5, 10) if quick else (9, 20)
     ratios: dict[str, list[float]] = {key: [] for key in methods}
+    seconds: dict[str, list[float]] = {key: [] for key in methods}
     base: list[float] = []
     for _ in range(rounds):
         t_batch = timeit(batched, repeats=calls, warmup=2).min
         base.append(t_batch)
         for key, (_, fn) in methods.items():
-            ratios[key].append(timeit(fn, repeats=calls, warmup=1).min / t_batch)
-    t_loop = timeit(
-        lambda: per_sample_grads(model, _xent, (X, y), method="loop"), repeats=3, warmup=1
-    ).min
-    rows = [{"method": "one batched backward (no per-sample grads)", "seconds": float(np.median(base)),
-             "× batched (median)": 1.0, "× min": 1.0, "× max": 1.0}]  # fmt: skip
+            loop = key == "loop"  # 256 backward passes: one call a round
+            t = timeit(fn, repeats=1 if loop else calls, warmup=0 if loop else 1).min
+            seconds[key].append(t)
+            ratios[key].append(t / t_batch)
+    rows = [{"method": "one batched backward (no per-sample grads)",
+             "seconds median [min, max]": _spread(base), "× batched median [min, max]": "1"}]  # fmt: skip
     for key, (label, _) in methods.items():
-        r = ratios[key]
-        rows.append({"method": label, "seconds": float(np.median(r)) * float(np.median(base)),
-                     "× batched (median)": float(np.median(r)), "× min": min(r), "× max": max(r)})  # fmt: skip
-    rows.append({"method": "per_sample_grads loop (official approach)", "seconds": t_loop,
-                 "× batched (median)": t_loop / float(np.median(base)), "× min": math.nan, "× max": math.nan})  # fmt: skip
+        rows.append({"method": label, "seconds median [min, max]": _spread(seconds[key]),
+                     "× batched median [min, max]": _spread(ratios[key])})  # fmt: skip
     return rows, ratios
 
 
