@@ -12,7 +12,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from iclr26.git_bo.baselines import center_box, random_search, vanilla_bo, vanilla_bo_step
+from iclr26.git_bo.baselines import (
+    SAASBO,
+    TPE,
+    TuRBO1,
+    center_box,
+    random_search,
+    vanilla_bo,
+    vanilla_bo_step,
+)
 from iclr26.git_bo.optimizer import GITBO
 from iclr26.git_bo.problems import Embedded
 from iclr26.shared import Report, progress, seed_everything, timeit
@@ -29,6 +37,9 @@ METHODS: dict[str, tuple[str, dict[str, Any] | None]] = {
     "random": ("random search (Sobol)", None),
     "center-box": ("centre box [0.3, 0.7]^D (control)", None),
     "vanilla-bo": ("vanilla BO (SingleTaskGP + LogEI)", None),
+    "turbo": ("TuRBO-1 (Matern-5/2 ARD GP, trust region, TS)", None),
+    "saasbo": ("SAASBO (SAAS GP by NUTS, qLogEI)", None),
+    "tpe": ("Optuna TPE", None),
     "gi-pfn-best": ("GI-PFN, origin = incumbent", {"surrogate": "pfn", "origin": "best"}),
     "gi-pfn-mean": ("GI-PFN, origin = mean of X (official code)", {"surrogate": "pfn", "origin": "mean"}),
     "gi-pfn-randU": ("PFN, random U, origin = incumbent (control)",
@@ -66,8 +77,12 @@ def run_method(method: str, problem: Embedded, budget: int, n_init: int, seed: i
     elif method == "center-box":
         r = center_box(problem, problem.dim, budget, seed)
         y, seconds = r.y, np.asarray(r.seconds)
-    else:
+    elif method == "vanilla-bo":
         r = vanilla_bo(problem, problem.dim, budget, n_init=n_init, seed=seed)
+        y, seconds = r.y, np.asarray(r.seconds)
+    else:
+        cls = {"turbo": TuRBO1, "saasbo": SAASBO, "tpe": TPE}[method]
+        r = cls(problem.dim, n_init=n_init, seed=seed).run(problem, budget)
         y, seconds = r.y, np.asarray(r.seconds)
     regret = np.minimum.accumulate(y) - problem.optimal_value
     return {"method": method, "regret": regret, "cum_seconds": np.cumsum(seconds),
@@ -148,6 +163,13 @@ def iteration_times(dims, n: int, n_candidates: int, methods, repeats: int, seed
                 kw = vanilla_kwargs or {}
                 tm = timeit(lambda X=X, y=y, kw=kw: vanilla_bo_step(X, y, **kw), repeats=repeats,
                             warmup=0)  # fmt: skip
+            elif METHODS[m][1] is None:  # an ask/tell baseline told the same data
+                cls = {"turbo": TuRBO1, "saasbo": SAASBO, "tpe": TPE}[m]
+                b = cls(D, n_init=2, seed=seed)
+                for xi, yi in zip(X.numpy(), y.numpy(), strict=True):
+                    b.ask()
+                    b.tell(xi, float(yi))
+                tm = timeit(b.propose, repeats=repeats, warmup=0)
             else:
                 opt = GITBO(p.bounds, maximize=False, n_init=2, seed=seed,
                             n_candidates=n_candidates, **METHODS[m][1])  # fmt: skip
