@@ -33,8 +33,10 @@ def test_budget_bounds_determinism_and_shared_design(run, kw):
     f = Counting(4)
     a = run(f, 4, budget, n_init=6, seed=3, **kw)
     assert f.calls == budget  # the initial design counts in the budget
-    assert a.X.shape == (budget, 4) and a.y.shape == (budget,)
-    assert (a.X >= 0).all() and (a.X <= 1).all()
+    assert a.X.shape == (budget, 4)
+    assert a.y.shape == (budget,)
+    assert (a.X >= 0).all()
+    assert (a.X <= 1).all()
     assert len(a.seconds) == budget
     np.testing.assert_allclose(a.y, [f.__class__(4)(x) for x in a.X])
     # the same scrambled-Sobol initial design as random search (and GITBO(init="sobol"))
@@ -52,10 +54,12 @@ def test_turbo_trust_region_follows_the_tutorial_rules():
     assert t.failure_tolerance == 4  # ceil(max(4, D))
     t.tell([0.5, 0.5], 1.0)
     t.tell([0.1, 0.1], 2.0)
-    assert t.best_value == 1.0 and t.length == pytest.approx(0.8)
-    for k in range(4):  # four failures halve the side
+    assert t.best_value == 1.0
+    assert t.length == pytest.approx(0.8)
+    for _ in range(4):  # four failures halve the side
         t.tell([0.3, 0.3], 5.0)
-    assert t.length == pytest.approx(0.4) and t.failure_counter == 0
+    assert t.length == pytest.approx(0.4)
+    assert t.failure_counter == 0
     for v in (0.5, 0.2, 0.05):  # three successes double it
         t.tell([0.3, 0.3], v)
     assert t.length == pytest.approx(0.8)
@@ -67,9 +71,11 @@ def test_turbo_trust_region_follows_the_tutorial_rules():
     t.length = t.length_min * 1.5
     t.failure_counter = t.failure_tolerance - 1
     t.tell([0.3, 0.3], 9.0)
-    assert t.restarts == 1 and t.length == pytest.approx(0.8)
+    assert t.restarts == 1
+    assert t.length == pytest.approx(0.8)
     x = t.ask()
-    assert x.shape == (1, 2) and ((x >= 0) & (x <= 1)).all()
+    assert x.shape == (1, 2)
+    assert ((x >= 0) & (x <= 1)).all()
 
 
 def test_turbo_candidates_stay_in_the_trust_region():
