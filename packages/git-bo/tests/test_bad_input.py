@@ -10,6 +10,7 @@ from iclr26.git_bo import (
     GPSurrogate,
     PFNSurrogate,
     RFFSurrogate,
+    Rover,
     TabPFNSurrogate,
     acquisition_values,
     active_subspace,
@@ -27,6 +28,7 @@ from iclr26.git_bo import (
     train_pfn,
     ucb,
 )
+from iclr26.git_bo.baselines import SAASBO, TPE, TuRBO1, saasbo, tpe, turbo
 
 T = torch.tensor
 f64 = torch.float64
@@ -232,6 +234,24 @@ CASES = [
     ),
     ("objective attr", lambda: load_objective("math:nope"), ValueError, "no attribute"),
     ("objective call", lambda: load_objective("math:pi"), ValueError, "not callable"),
+    ("rover n_points", lambda: Rover(n_points=2), ValueError, "n_points"),
+    ("rover n_trees float", lambda: Rover(n_trees=3.0), TypeError, "n_trees"),
+    ("rover x length", lambda: Rover(n_points=4, n_trees=0)(np.zeros(3)), ValueError, "entries"),
+    ("turbo dim 0", lambda: TuRBO1(0), ValueError, "dim"),
+    ("turbo n_init float", lambda: TuRBO1(3, n_init=4.0), TypeError, "n_init"),
+    ("turbo length", lambda: TuRBO1(3, length_init=2.0), ValueError, "length_init"),
+    ("turbo candidates 0", lambda: TuRBO1(3, n_candidates=0), ValueError, "n_candidates"),
+    ("saasbo thinning", lambda: SAASBO(3, num_samples=4, thinning=8), ValueError, "thinning"),
+    ("saasbo warmup 0", lambda: SAASBO(3, warmup_steps=0), ValueError, "warmup_steps"),
+    ("tpe seed neg", lambda: TPE(3, seed=-1), ValueError, "seed"),
+    ("turbo budget < n_init", lambda: turbo(lambda x: 0.0, 3, 4, n_init=5), ValueError, "budget"),
+    ("tpe budget float", lambda: tpe(lambda x: 0.0, 3, 4.0), TypeError, "budget"),
+    ("saasbo dim float", lambda: saasbo(lambda x: 0.0, 3.0, 4), TypeError, "dim"),
+    ("ask-tell x shape", lambda: TuRBO1(3).tell([0.1, 0.2], 1.0), ValueError, "x must have 3"),
+    ("ask-tell x outside", lambda: TuRBO1(2).tell([0.1, 1.2], 1.0), ValueError, "inside"),
+    ("ask-tell y inf", lambda: TuRBO1(2).tell([0.1, 0.2], float("inf")), ValueError, "y must"),
+    ("ask-tell f", lambda: TuRBO1(2, n_init=2).run(3, 4), TypeError, "callable"),
+    ("propose early", lambda: TuRBO1(2).propose(), ValueError, "at least 2"),
 ]
 
 

@@ -67,9 +67,11 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     existing = tmp_path / "file.txt"
     existing.write_text("x")
     assert main(["reproduce", "--quick", "--out", str(existing)]) == 2  # before any work
+    assert main(["optimize", "--problem", "rover", "--dim", "9", "--budget", "5"]) == 2
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("iclr26-git-bo: error")]
-    assert len(lines) == 6
+    assert len(lines) == 7
+    assert "rover needs an even D" in err
     assert "Traceback" not in err
 
 
@@ -102,3 +104,13 @@ def test_train_pfn_writes_a_loadable_checkpoint(tmp_path):
 
     assert load_pfn(out).max_dim == 8
     assert main(["train-pfn", "--out", str(tmp_path), "--steps", "1"]) == 2  # a folder
+
+
+def test_optimize_rover(tmp_path, capsys):
+    res = tmp_path / "best.json"
+    args = ["optimize", "--problem", "rover", "--dim", "8", "--surrogate", "rff", "--n-init",
+            "6", "--n-candidates", "100", "--budget", "8", "--result", str(res), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    best = json.loads(res.read_text())
+    assert best["n_evals"] == 8
+    assert len(best["best_x"]) == 8

@@ -27,7 +27,7 @@ __all__ = ["main"]
 # gpytorch's import-time deprecation notice says nothing to a user of this command
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*", category=FutureWarning)
 
-_FUNCTIONS = ("ackley", "rosenbrock", "levy", "styblinski-tang")
+_FUNCTIONS = ("ackley", "rosenbrock", "levy", "styblinski-tang", "rover")
 
 
 def _optimize_setup(parser: argparse.ArgumentParser):
@@ -37,7 +37,8 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                       "and returning a number (minimised unless --maximize); the current folder "
                       "is importable")  # fmt: skip
     what.add_argument("--problem", choices=_FUNCTIONS,
-                      help="an embedded test problem on [0, 1]^D instead of --objective")  # fmt: skip
+                      help="an embedded test problem on [0, 1]^D, or the rover trajectory "
+                      "problem (D = 2 x control points), instead of --objective")  # fmt: skip
     parser.add_argument(
         "--dim", type=int_arg(low=1), help="dimension D (with --lower/--upper or --problem)"
     )
@@ -96,11 +97,18 @@ def _optimize_setup(parser: argparse.ArgumentParser):
         if args.problem is not None:
             if args.dim is None:
                 raise ValueError("--problem needs --dim")
-            if args.d_eff > args.dim:
-                raise ValueError(f"--d-eff {args.d_eff} is larger than --dim {args.dim}")
-            from iclr26.git_bo.problems import Embedded
+            if args.problem == "rover":
+                if args.dim % 2 or args.dim < 8:
+                    raise ValueError(f"--dim {args.dim}: rover needs an even D >= 8")
+                from iclr26.git_bo.problems import Rover
 
-            f = Embedded(args.problem, dim=args.dim, d_eff=args.d_eff, seed=args.seed)
+                f = Rover(n_points=args.dim // 2, seed=args.seed)
+            elif args.d_eff > args.dim:
+                raise ValueError(f"--d-eff {args.d_eff} is larger than --dim {args.dim}")
+            else:
+                from iclr26.git_bo.problems import Embedded
+
+                f = Embedded(args.problem, dim=args.dim, d_eff=args.d_eff, seed=args.seed)
             bounds = f.bounds
         else:
             from iclr26.git_bo.problems import load_objective

@@ -18,7 +18,7 @@ import torch
 
 from iclr26.shared import check_choice, check_int, check_range
 
-__all__ = ["FUNCTIONS", "Embedded", "load_objective"]
+__all__ = ["FUNCTIONS", "Embedded", "Rover", "load_objective"]
 
 #: name -> (BoTorch class name, half-width k of the usual domain, minimiser coordinate z*)
 FUNCTIONS: dict[str, tuple[str, float, float]] = {
@@ -100,6 +100,83 @@ class Embedded:
     def regret(self, value: float) -> float:
         """``value − optimal_value``."""
         return float(value) - self.optimal_value
+
+
+class Rover:
+    """Rover trajectory planning (Wang et al., AISTATS 2018, "Batched large-scale Bayesian
+    optimization in high-dimensional spaces"), one of the paper's real problems, to be minimised.
+
+    ``x ∈ [0, 1]^(2 n_points)`` are ``n_points`` 2-D control points (mapped to ``[-0.1, 1.1]²``)
+    of a cubic B-spline (``scipy.interpolate.splprep`` with its default smoothing), evaluated at
+    ``n_samples`` points from its start to its end. The cost of the path is its line integral of
+    ``0.05 + 20 · [point in an obstacle]`` (trapezoid rule), where the obstacles are ``n_trees``
+    squares of side 0.05 and everything outside the unit square, plus ``10 ‖p_0 − s‖₁ +
+    10 ‖p_end − g‖₁`` for missing the start ``s = (0.05, 0.05)`` and the goal ``g = (0.95, 0.95)``.
+    The paper maximises the reward ``5 − cost``; this returns ``cost − 5`` (lower is better, the
+    convention of :class:`Embedded`), so a collision-free straight path scores about ``−4.94``.
+
+    The official benchmark fixes a layout of about a hundred trees; here the tree centres are
+    drawn uniformly from ``[0, 1]²`` by ``seed`` (the start and goal corners are kept free), so
+    values are comparable across runs of this package, not with the paper's Rover numbers.
+
+    Args:
+        n_points: control points (``D = 2 n_points``; the paper's Rover is 60-D, 30 points).
+        n_trees: number of square obstacles.
+        n_samples: points along the path.
+        seed: draws the tree layout.
+    """
+
+    def __init__(self, n_points: int = 30, n_trees: int = 100, n_samples: int = 1000,
+                 seed: int = 0) -> None:  # fmt: skip
+        check_int(n_points, "n_points", low=4)
+        check_int(n_trees, "n_trees", low=0)
+        check_int(n_samples, "n_samples", low=2)
+        check_int(seed, "seed", low=0)
+        self.n_points, self.n_samples = n_points, n_samples
+        self.dim = 2 * n_points
+        self.start, self.goal = np.array([0.05, 0.05]), np.array([0.95, 0.95])
+        rng = np.random.default_rng(seed)
+        centres = []
+        while len(centres) < n_trees:
+            c = rng.random(2)
+            # the start and goal stay reachable: no tree within 0.1 of them
+            if min(np.abs(c - self.start).max(), np.abs(c - self.goal).max()) > 0.1:
+                centres.append(c)
+        self.tree_low = np.array(centres).reshape(-1, 2) - 0.025
+        self.tree_high = self.tree_low + 0.05
+        self.bounds = np.stack([np.zeros(self.dim), np.ones(self.dim)])
+        self.optimal_value = None  # unknown
+        self.name = f"rover-D{self.dim}"
+
+    def path(self, x: Any) -> np.ndarray:
+        """The ``(n_samples, 2)`` points of the B-spline through the control points of ``x``."""
+        from scipy.interpolate import splev, splprep
+
+        xa = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xa.shape[0] != self.dim:
+            raise ValueError(f"x must have {self.dim} entries, got {xa.shape[0]}")
+        if not np.isfinite(xa).all():
+            raise ValueError("x must be finite")
+        pts = (-0.1 + 1.2 * xa).reshape(-1, 2).T
+        tck, _ = splprep(pts, k=3)
+        return np.vstack(splev(np.linspace(0.0, 1.0, self.n_samples), tck)).T
+
+    def cost_rate(self, points: np.ndarray) -> np.ndarray:
+        """``0.05 + 20 · [in an obstacle]`` at ``(m, 2)`` points."""
+        outside = ((points < 0) | (points > 1)).any(1)
+        inside_tree = (
+            (points[:, None, :] >= self.tree_low[None]) & (points[:, None, :] <= self.tree_high[None])
+        ).all(-1).any(1)  # fmt: skip
+        return 0.05 + 20.0 * (outside | inside_tree)
+
+    def __call__(self, x: Any) -> float:
+        """``cost − 5`` of the trajectory encoded by ``x`` (``(D,)`` in ``[0, 1]``)."""
+        p = self.path(x)
+        rate = self.cost_rate(p)
+        seg = np.linalg.norm(np.diff(p, axis=0), axis=1)
+        cost = float(np.sum(seg * 0.5 * (rate[1:] + rate[:-1])))
+        cost += 10.0 * float(np.abs(p[0] - self.start).sum() + np.abs(p[-1] - self.goal).sum())
+        return cost - 5.0
 
 
 def load_objective(spec: str) -> Callable[[np.ndarray], float]:
