@@ -205,6 +205,42 @@ def test_tests_import_only_declared_dependencies_and_test_tools(member: Member):
     assert not problems, f"{member.dist} tests import what the package does not declare: {problems}"
 
 
+def private_cross_module_uses(src: Path) -> list[str]:
+    """``from iclr26.x.y import _name`` and ``module._name`` where the module is another iclr26
+    module, in every file under src (a module's own private names stay inside it)."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        where = path.relative_to(ROOT)
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("iclr26"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{where}:{node.lineno} imports {node.module}.{alias.name}")
+                    else:
+                        modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules |= {
+                    a.asname for a in node.names if a.name.startswith("iclr26") and a.asname
+                }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{where}:{node.lineno} uses {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names(member: Member):
+    problems = private_cross_module_uses(member.path / "src" / "iclr26" / member.module)
+    assert not problems, f"{member.dist} reaches into private names: {problems}"
+
+
 def test_wheel_contains_only_its_own_module(member: Member, tmp_path: Path):
     code = "import sys, uv_build; print(uv_build.build_wheel(sys.argv[1]))"
     out = subprocess.run(
