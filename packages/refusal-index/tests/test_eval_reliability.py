@@ -233,7 +233,12 @@ def test_ksample_eval_needs_temperature_and_reports_the_ksample_ri(tmp_path, ite
 
 def test_ctrl_c_stops_sending_keeps_answers_exits_130_and_resumes(tmp_path, items):
     log = tmp_path / "log.jsonl"
-    code = "import sys; from iclr26.refusal_index.cli import main; sys.exit(main())"
+    # a shell without job control starts background jobs with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: restore it, as an interactive terminal would
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from iclr26.refusal_index.cli import main; sys.exit(main())"
+    )
     with Server(delay=0.1) as srv:
         proc = subprocess.Popen(
             [sys.executable, "-c", code, *eval_argv(srv.url, items, log, "--concurrency", "2")],
