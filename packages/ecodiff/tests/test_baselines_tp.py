@@ -1,6 +1,6 @@
+import numpy as np
 import pytest
 import torch
-from scipy.stats import spearmanr
 
 from iclr26.ecodiff.baselines import magnitude_scores, torch_pruning_scores
 from iclr26.ecodiff.select import select
@@ -8,6 +8,11 @@ from iclr26.ecodiff.toy import tiny_dit
 from iclr26.ecodiff.units import find_prunable_units
 
 pytest.importorskip("torch_pruning")
+
+
+def _spearman(a, b):
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return np.corrcoef(ra, rb)[0, 1]
 
 
 def _inputs():
@@ -25,7 +30,7 @@ def test_torch_pruning_ranks_each_group_as_our_magnitude_and_leaves_the_model():
     for u in units:
         a, b = tp.logits[u.key].numpy(), mag.logits[u.key].numpy()
         if u.size > 2:
-            assert spearmanr(a, b)[0] > 0.999, u.name
+            assert _spearman(a, b) > 0.999, u.name
     # per-group mean normalisation: every group's scores average 1
     for u in units:
         assert abs(float(tp.logits[u.key].mean()) - 1.0) < 1e-6
