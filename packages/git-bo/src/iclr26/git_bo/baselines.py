@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -148,7 +149,7 @@ def vanilla_bo(
     return BaselineResult(X.numpy(), y.numpy(), seconds)
 
 
-class AskTell:
+class AskTell(ABC):
     """Minimise over ``[0, 1]^dim`` by ask/tell; the first ``n_init`` asks are scrambled Sobol
     points (seed ``seed``), the same design every method in this package starts from.
 
@@ -184,8 +185,9 @@ class AskTell:
         self.seconds.append(time.perf_counter() - t0)
         return x.detach().numpy().copy()
 
-    def _propose(self) -> torch.Tensor:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _propose(self) -> torch.Tensor:
+        """One model-based proposal in the unit cube, from the data told so far."""
 
     def propose(self) -> np.ndarray:
         """One model-based proposal ``(1, dim)`` from the data told so far, not recorded (the
@@ -208,7 +210,7 @@ class AskTell:
         self.y = torch.cat([self.y, torch.tensor([yv], dtype=torch.float64)])
         self._after_tell(yv)
 
-    def _after_tell(self, y: float) -> None:
+    def _after_tell(self, y: float) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Hook for state updates (TuRBO's trust region)."""
 
     def run(self, f: Callable[[np.ndarray], float], budget: int) -> BaselineResult:
