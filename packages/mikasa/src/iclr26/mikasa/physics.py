@@ -148,6 +148,16 @@ def build_model(spec: TaskSpec) -> tuple[mujoco.MjModel, dict[int, list[int]]]:
     return mujoco.MjModel.from_xml_string(xml), ids
 
 
+def _check_env_args(obs_mode: str, render_mode: str | None, control_dt: float) -> None:
+    """The constructor checks both MuJoCo environments share."""
+    if obs_mode not in ("memory", "state", "rgb"):
+        raise ValueError(f"obs_mode must be one of 'memory', 'state', 'rgb'; got {obs_mode!r}")
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode must be None or 'rgb_array'; got {render_mode!r}")
+    if not control_dt > 0:
+        raise ValueError(f"control_dt must be > 0, got {control_dt}")
+
+
 class MujocoEnv(gym.Env):
     """One MIKASA-style task simulated in MuJoCo (see the module docstring).
 
@@ -176,12 +186,7 @@ class MujocoEnv(gym.Env):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
-        if obs_mode not in ("memory", "state", "rgb"):
-            raise ValueError(f"obs_mode must be one of 'memory', 'state', 'rgb'; got {obs_mode!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array'; got {render_mode!r}")
-        if not control_dt > 0:
-            raise ValueError(f"control_dt must be > 0, got {control_dt}")
+        _check_env_args(obs_mode, render_mode, control_dt)
         self.spec_task = spec
         self.obs_mode = obs_mode
         self.render_mode = render_mode
@@ -450,12 +455,7 @@ class SpatialMujocoEnv(MujocoEnv):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
-        if obs_mode not in ("memory", "state", "rgb"):
-            raise ValueError(f"obs_mode must be one of 'memory', 'state', 'rgb'; got {obs_mode!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array'; got {render_mode!r}")
-        if not control_dt > 0:
-            raise ValueError(f"control_dt must be > 0, got {control_dt}")
+        _check_env_args(obs_mode, render_mode, control_dt)
         self.spec_task = spec
         self.obs_mode = obs_mode
         self.render_mode = render_mode
