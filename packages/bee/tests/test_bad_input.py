@@ -109,6 +109,14 @@ CASES = [
      "texts"),
     ("finetune_minilm anchors", lambda: bee.finetune_minilm(["a"], [0], ["x"]), ValueError,
      "anchor_texts"),
+    ("sample_control_words n", lambda: bee.sample_control_words(["apple", "chair"], 2.0),
+     TypeError, "n"),
+    ("sample_control_words too few", lambda: bee.sample_control_words(["apple", "the"], 2),
+     ValueError, "eligible"),
+    ("sample_control_words string", lambda: bee.sample_control_words("apple", 1), TypeError,
+     "words"),
+    ("sample_control_words seed", lambda: bee.sample_control_words(["apple"], 1, seed=-1),
+     ValueError, "seed"),
     ("metadata missing", lambda: bee.load_metadata_csv("/nonexistent/metadata.csv"), OSError,
      "not found"),
 ]  # fmt: skip
@@ -137,5 +145,6 @@ def test_every_public_callable_is_covered():
            "splice_scores", "domino_like", "worst_group_accuracy", "insertion_attack",
            "bias_enhanced_zero_shot", "concept_variance_penalty", "group_dro_probe",
            "filter_class_terms", "extract_keywords", "make_geometric", "make_bird_sentences",
-           "PrecomputedEncoder", "LSAEncoder", "load_metadata_csv"}  # fmt: skip
+           "PrecomputedEncoder", "LSAEncoder", "load_metadata_csv",
+           "sample_control_words"}  # fmt: skip
     assert api <= names, api - names

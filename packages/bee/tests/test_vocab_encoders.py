@@ -11,6 +11,8 @@ from iclr26.bee import (
     filter_class_terms,
     load_embeddings,
     make_bird_sentences,
+    minilm_words,
+    sample_control_words,
 )
 from iclr26.bee.vocab import lemmatize
 
@@ -111,3 +113,26 @@ def test_load_embeddings_refuses_nan_zero_and_unknown(tmp_path):
         load_embeddings(tmp_path / "x.csv")
     with pytest.raises(OSError, match="not found"):
         load_embeddings(tmp_path / "missing.npy")
+
+
+def test_control_words_are_seeded_distinct_and_exclude_by_lemma():
+    words = ["apple", "apples", "chair", "the", "Snow", "snow", "snows", "xy", "garden", "rivers",
+             "music", "bread", "caf\u00e9", "phone2"]  # fmt: skip
+    a = sample_control_words(words, 4, exclude=["snow", "river"], seed=3)
+    assert a == sample_control_words(words, 4, exclude=["snow", "river"], seed=3)
+    # eligible: apple (apples is the same lemma), chair, garden, music, bread
+    assert set(a) <= {"apple", "chair", "garden", "music", "bread"}
+    assert len(set(a)) == 4
+    draws = {tuple(sample_control_words(words, 4, exclude=["snow", "river"], seed=s))
+             for s in range(20)}  # fmt: skip
+    assert len(draws) > 1
+    with pytest.raises(ValueError, match="eligible"):
+        sample_control_words(words, 6, exclude=["snow", "river"])
+
+
+def test_minilm_words_is_a_large_lowercase_word_list():
+    words = minilm_words()
+    assert len(words) > 15_000
+    assert all(w.isalpha() and w.islower() for w in words)
+    assert {"forest", "chair", "music"} <= set(words)
+    assert not any(w.startswith("#") for w in words)

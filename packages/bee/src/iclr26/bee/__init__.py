@@ -41,6 +41,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "SentenceTransformerEncoder",
             "TextEncoder",
             "load_embeddings",
+            "minilm_words",
         ],
         "finetune": ["FineTunedEncoder", "finetune_minilm", "finetune_top_layers"],
         "mitigate": ["concept_variance_penalty", "group_dro_probe"],
@@ -61,7 +62,12 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "insertion_attack",
             "worst_group_accuracy",
         ],
-        "vocab": ["BIRD_CLASS_TERMS", "extract_keywords", "filter_class_terms"],
+        "vocab": [
+            "BIRD_CLASS_TERMS",
+            "extract_keywords",
+            "filter_class_terms",
+            "sample_control_words",
+        ],
     },
 )
 __all__ += ["__version__"]

@@ -35,6 +35,7 @@ __all__ = [
     "TextEncoder",
     "check_texts",
     "load_embeddings",
+    "minilm_words",
     "normalize_rows",
 ]
 
@@ -108,6 +109,17 @@ class MiniLMEncoder(SentenceTransformerEncoder):
         path = minilm_path(dist="iclr26-bee", extra="minilm")
         super().__init__(path, device=device, batch_size=batch_size)
         self.name = "all-MiniLM-L6-v2"
+
+
+def minilm_words() -> list[str]:
+    """The whole-word entries of MiniLM's word-piece vocabulary (``vocab.txt`` of the wheel).
+
+    About 20,000 lower-case English words and names: the general word list from which
+    :func:`iclr26.bee.sample_control_words` draws random control concepts.
+    """
+    path = Path(minilm_path(dist="iclr26-bee", extra="minilm")) / "vocab.txt"
+    with open(path, encoding="utf-8") as fh:
+        return [w for w in (line.strip() for line in fh) if w.isalpha() and w.islower()]
 
 
 class LSAEncoder:

@@ -245,6 +245,10 @@ def _predictor(enc: Any, W: np.ndarray):
     return predict
 
 
+#: The two control pools of the insertion attack (see :func:`_insertion_study`).
+CONTROL_POOLS = ("task vocabulary", "random words")
+
+
 def _insertion_study(
     enc: _CachedEncoder,
     d: dict[str, Any],
@@ -254,47 +258,64 @@ def _insertion_study(
     others: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Insert each class's top drift concept into neutral-background sentences of the other
-    class; controls: random vocabulary concepts that are not part of either background.
+    class, against two pools of random controls: the task's own 40-word vocabulary (minus the
+    planted and background words; it holds class-related scenery, the zero-shot prior) and
+    random words from MiniLM's word-piece vocabulary (the official control draws from thousands
+    of caption phrases; only the planted, background and class words are excluded).
     ``others`` maps further model names to ``predict(texts)`` (transfer, fine-tuned)."""
+    from iclr26.bee.encoders import minilm_words
     from iclr26.bee.validate import insertion_attack
+    from iclr26.bee.vocab import sample_control_words
 
     t, r = d["task"], d["probe"]
     rng = np.random.default_rng(seed)
     models = {"MiniLM probe": _predictor(enc, r.W), **(others or {})}
     background_words = {w for bgs in t.backgrounds.values() for b in bgs for w in b.split()}
+    planted = {k for ks in t.planted.values() for k in ks}
+    class_words = {w for name in t.class_names for w in name.split()} | set(t.class_terms)
     rows, stats = [], {}
     for c in (0, 1):
         top = t.vocabulary[int(np.argmax(d["drift"][c]))]
         others = np.flatnonzero(t.neutral.y != c)[:n_texts]
         texts = [t.neutral.texts[i] for i in others]
         ys = t.neutral.y[others]
-        planted = {k for ks in t.planted.values() for k in ks}
-        pool = [
+        vocab_pool = [
             k for k in t.vocabulary
             if k not in planted and k != top and not any(k in w for w in background_words)
         ]  # fmt: skip
-        randoms = list(rng.choice(pool, size=min(n_random, len(pool)), replace=False))
+        pools = {
+            CONTROL_POOLS[0]: list(
+                rng.choice(vocab_pool, size=min(n_random, len(vocab_pool)), replace=False)
+            ),
+            CONTROL_POOLS[1]: sample_control_words(
+                minilm_words(), n_random,
+                exclude=planted | background_words | class_words | {top}, seed=seed + c,
+            ),
+        }  # fmt: skip
+        controls = [k for ks in pools.values() for k in ks]
         # encode every attacked sentence in one call (the cache serves the attacks below)
-        enc.encode(texts + [f"{x} near the {k}" for k in [top, *randoms] for x in texts])
+        enc.encode(texts + [f"{x} near the {k}" for k in [top, *controls] for x in texts])
         for name, fn in models.items():
             clean = fn(texts)
             hit = insertion_attack(texts, ys, top, fn, y_pred=clean)
-            ctrl = [insertion_attack(texts, ys, k, fn, y_pred=clean).flip_rate for k in randoms]
-            mu, sd = float(np.mean(ctrl)), float(np.std(ctrl, ddof=1))
-            stats[(name, c)] = (hit.flip_rate, mu, sd)
-            rows.append(
-                {
-                    "model": name,
-                    "concept (class)": f"{top} ({t.class_names[c]})",
-                    "attacked texts": f"{len(texts)} neutral {t.class_names[1 - c]}",
-                    "flip rate": round(hit.flip_rate, 3),
-                    "random concepts: mean": round(mu, 3),
-                    "sd": round(sd, 3),
-                    "max (concept)": f"{np.max(ctrl):.3f} ({randoms[int(np.argmax(ctrl))]})",
-                    "random >= it": int(np.sum(np.array(ctrl) >= hit.flip_rate)),
-                    "held (> mean + 3 sd)": hit.flip_rate > mu + 3 * sd,
-                }
-            )
+            for pool, randoms in pools.items():
+                ctrl = [insertion_attack(texts, ys, k, fn, y_pred=clean).flip_rate for k in randoms]
+                mu, sd = float(np.mean(ctrl)), float(np.std(ctrl, ddof=1))
+                stats[(name, c, pool)] = (hit.flip_rate, mu, sd)
+                rows.append(
+                    {
+                        "model": name,
+                        "concept (class)": f"{top} ({t.class_names[c]})",
+                        "attacked texts": f"{len(texts)} neutral {t.class_names[1 - c]}",
+                        "flip rate": round(hit.flip_rate, 3),
+                        "controls": pool,
+                        "random concepts: mean": round(mu, 3),
+                        "sd": round(sd, 3),
+                        "max (concept)": f"{np.max(ctrl):.3f} ({randoms[int(np.argmax(ctrl))]})",
+                        "random >= it": int(np.sum(np.array(ctrl) >= hit.flip_rate)),
+                        "held (> mean + 3 sd)": hit.flip_rate > mu + 3 * sd,
+                    }
+                )
     return rows, stats
 
 
@@ -606,27 +627,34 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     )  # fmt: skip
     report.add_table(
         "Insertion attack at rho = 0.95: suffix 'near the {concept}' on correctly classified "
-        "neutral-background sentences of the other class; flip rate vs 20 random concepts",
+        "neutral-background sentences of the other class; flip rate vs 20 random concepts from "
+        "each control pool",
         ins_rows,
     )
-    mini = [stats[("MiniLM probe", c)] for c in (0, 1)]
     report.note(
-        "Insertion controls are drawn from the whole 40-word vocabulary (minus the planted and "
-        "background words), which includes class-related scenery (lake, ocean, beach, forest): "
-        "inserting those flips the MiniLM probe through the zero-shot prior, so the control's "
-        "spread is large; the 'max (concept)' column names the strongest control."
+        "Insertion controls come from two pools, each checked: the task's 40-word vocabulary "
+        "(minus the planted and background words), which includes class-related scenery (lake, "
+        "ocean, beach, forest) that flips the MiniLM probe through the zero-shot prior, and 20 "
+        "random words from MiniLM's ~20,000-word vocabulary, the analogue of the official "
+        "control's random caption concepts; the 'max (concept)' column names the strongest "
+        "control."
     )
-    report.check(
-        "(b) inserted discovered concepts flip the MiniLM probe more than random concepts "
-        "(> mean + 3 sd)",
-        all(f > m + 3 * s for f, m, s in mini),
-        "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in mini),
+
+    def insertion_checks(model: str, claim: str, extra: str = "") -> list[tuple[float, ...]]:
+        for pool in CONTROL_POOLS:
+            st = [stats[(model, c, pool)] for c in (0, 1)]
+            report.check(
+                f"{claim} (> mean + 3 sd of {pool} controls)",
+                all(f > m + 3 * s for f, m, s in st),
+                "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in st) + extra,
+            )
+        return st
+
+    mini = insertion_checks(
+        "MiniLM probe", "(b) inserted discovered concepts flip the MiniLM probe more than random"
     )
-    lsa = [stats[(LSA_MODEL, c)] for c in (0, 1)]
-    report.check(
-        "(c) the concepts found with MiniLM also flip an LSA classifier (> mean + 3 sd)",
-        all(f > m + 3 * s for f, m, s in lsa),
-        "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in lsa),
+    lsa = insertion_checks(
+        LSA_MODEL, "(c) the concepts found with MiniLM also flip an LSA classifier"
     )
     if cfg["finetune_epochs"]:
         report.add_table(
@@ -635,13 +663,11 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             "probe",
             ft_rows,
         )
-        fts = [stats[(FT_MODEL, c)] for c in (0, 1)]
-        report.check(
+        fts = insertion_checks(
+            FT_MODEL,
             "(d) the concepts found on the frozen MiniLM also flip the fine-tuned MiniLM more "
-            "than random concepts (> mean + 3 sd)",
-            all(f > m + 3 * s for f, m, s in fts),
-            "; ".join(f"{f:.3f} vs {m:.3f} ± {s:.3f}" for f, m, s in fts)
-            + f" (fine-tuned test worst-group acc {ft_rows[1]['worst-group acc']})",
+            "than random",
+            f" (fine-tuned test worst-group acc {ft_rows[1]['worst-group acc']})",
         )
         report.metric("insertion_flip_rate_finetuned", float(np.mean([f for f, _, _ in fts])))
     mit = _mitigation_study(

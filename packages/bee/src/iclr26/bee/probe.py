@@ -240,8 +240,10 @@ def fit_probes(
     dev = torch.device(device)
     Xt = torch.as_tensor(X, dtype=tdtype, device=dev)
     Xvt = torch.as_tensor(Xv, dtype=tdtype, device=dev)
-    Yt = torch.as_tensor(Y, dtype=torch.long, device=dev)
-    Om = torch.as_tensor(omega, dtype=tdtype, device=dev)
+    # sample-major (n, B) layouts: a minibatch is a row gather and the logits come out as a
+    # contiguous (nb, B, C) block, so the softmax runs over the contiguous class axis
+    Yt = torch.as_tensor(np.ascontiguousarray(Y.T), dtype=torch.long, device=dev)
+    Om = torch.as_tensor(np.ascontiguousarray(omega.T), dtype=tdtype, device=dev)
     W = torch.nn.Parameter(
         torch.as_tensor(np.broadcast_to(W0, (B, C, d)).copy(), dtype=tdtype, device=dev)
     )
@@ -264,19 +266,20 @@ def fit_probes(
         full = live.size == B
         lt = None if full else torch.as_tensor(live, device=dev)
         Bl = live.size
-        Yl = Yt if full else Yt[lt]
-        Oml = Om if full else Om[lt]
+        # one row gather per epoch; the minibatches are then contiguous slices
+        Xe = Xt[perm]
+        Ye = Yt[perm] if full else Yt[perm][:, lt]
+        Ome = Om[perm] if full else Om[perm][:, lt]
         for start in range(0, n, batch_size):
-            idx = perm[start : start + batch_size]
-            xb = Xt[idx]  # (nb, d)
+            stop = min(start + batch_size, n)
+            xb = Xe[start:stop]  # (nb, d)
             Wl = W if full else W[lt]
-            logits = scale * (xb @ Wl.reshape(Bl * C, d).T).reshape(-1, Bl, C).transpose(0, 1)
-            logp = torch.log_softmax(logits, dim=-1)  # (Bl, nb, C)
-            yb = Yl[:, idx]
-            nll = -logp.gather(-1, yb.unsqueeze(-1)).squeeze(-1)  # (Bl, nb)
-            om = Oml[:, idx]
-            denom = om.sum(dim=1).clamp_min(1e-12)
-            loss = ((om * nll).sum(dim=1) / denom).sum()
+            logits = scale * (xb @ Wl.reshape(Bl * C, d).T).reshape(-1, Bl, C)
+            logp = torch.log_softmax(logits, dim=-1)  # (nb, Bl, C)
+            nll = -logp.gather(-1, Ye[start:stop].unsqueeze(-1)).squeeze(-1)  # (nb, Bl)
+            om = Ome[start:stop]
+            denom = om.sum(dim=0).clamp_min(1e-12)
+            loss = ((om * nll).sum(dim=0) / denom).sum()
             if extra_loss is not None:
                 loss = loss + extra_loss(W[0] if B == 1 else W)
             opt.zero_grad(set_to_none=True)
@@ -285,7 +288,7 @@ def fit_probes(
             if renormalize:
                 with torch.no_grad():
                     W.div_(W.norm(dim=-1, keepdim=True))
-            total += float(loss.detach()) * len(idx)
+            total += float(loss.detach()) * (stop - start)
         with torch.no_grad():
             Wl = W.detach() if full else W.detach()[lt]
             pred = (Xvt @ Wl.reshape(Bl * C, d).T).reshape(-1, Bl, C).argmax(-1).T.cpu().numpy()

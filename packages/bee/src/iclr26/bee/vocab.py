@@ -24,7 +24,14 @@ from typing import Any, Literal
 from iclr26.bee.encoders import check_texts
 from iclr26.shared import check_choice, check_int
 
-__all__ = ["BIRD_CLASS_TERMS", "extract_keywords", "filter_class_terms", "lemmatize", "stopwords"]
+__all__ = [
+    "BIRD_CLASS_TERMS",
+    "extract_keywords",
+    "filter_class_terms",
+    "lemmatize",
+    "sample_control_words",
+    "stopwords",
+]
 
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'\-]*")
@@ -204,3 +211,60 @@ def filter_class_terms(
             seen.add(kept)
             out.append(kept)
     return out
+
+
+def sample_control_words(
+    words: Iterable[str],
+    n: int,
+    *,
+    exclude: Iterable[str] = (),
+    min_len: int = 4,
+    seed: int = 0,
+) -> list[str]:
+    """Draw ``n`` random control concepts from a large word list (the ``--random_biases`` role).
+
+    The official control regularises / inserts random concepts from a vocabulary of thousands of
+    caption phrases, so a random draw is almost never related to the classes. A small curated
+    vocabulary cannot play that role (its scenery words are the classes' zero-shot prior), so the
+    controls are drawn from a general word list instead, e.g. an encoder's word-piece vocabulary
+    (:func:`iclr26.bee.minilm_words`). Candidates are lower-case alphabetic words of at least
+    ``min_len`` letters that are not stopwords and whose lemma is not excluded (pass the planted
+    concepts, class terms and any known attribute words); duplicates by lemma are dropped.
+
+    Args:
+        words: the word list to draw from.
+        n: number of controls.
+        exclude: words whose lemmas are never drawn.
+        min_len: minimum word length.
+        seed: sampling seed.
+
+    Returns:
+        ``n`` distinct words, in draw order.
+    """
+    import numpy as np
+
+    words = check_texts(words, "words")
+    n = check_int(n, "n", low=1)
+    min_len = check_int(min_len, "min_len", low=1)
+    seed = check_int(seed, "seed", low=0)
+    excluded = {lemmatize(w) for w in check_texts(exclude, "exclude", nonempty=False)}
+    stop = stopwords()
+    seen: set[str] = set()
+    pool = []
+    for w in words:
+        lem = lemmatize(w)
+        if (
+            len(w) >= min_len
+            and w.isascii()
+            and w.isalpha()
+            and w.islower()
+            and w not in stop
+            and lem not in excluded
+            and lem not in seen
+        ):
+            seen.add(lem)
+            pool.append(w)
+    if len(pool) < n:
+        raise ValueError(f"words holds only {len(pool)} eligible control words, n = {n} asked")
+    idx = np.random.default_rng(seed).choice(len(pool), size=n, replace=False)
+    return [pool[i] for i in idx]
