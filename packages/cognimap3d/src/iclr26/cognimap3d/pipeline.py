@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.ndimage import median_filter
 
-from iclr26.cognimap3d.camera import backproject
+from iclr26.cognimap3d.camera import backproject, median_depth
 from iclr26.cognimap3d.data import Sequence
 from iclr26.cognimap3d.graph import PoseGraph
 from iclr26.cognimap3d.memory import Keyframe, MemoryBank, descriptor_2d, descriptor_3d
@@ -147,7 +146,7 @@ class CogniMap3D:
     def _static_cloud(self, depth, K, mask, rgb, conf):
         st = self.config.point_stride
         # a 3×3 median removes most per-pixel prior noise before ICP and fusion
-        pts = backproject(median_filter(depth, size=3), K)[::st, ::st]
+        pts = backproject(median_depth(depth), K)[::st, ::st]
         keep = ~mask[::st, ::st] & (conf[::st, ::st] > 0.5) & (depth[::st, ::st] > 0)
         return pts[keep], rgb[::st, ::st][keep]
 
