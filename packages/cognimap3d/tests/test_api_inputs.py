@@ -65,6 +65,7 @@ CASES = [
     (lambda: icp(P3, P3, method="point_to_plane", with_scale=True), ValueError, "with_scale"),
     (lambda: icp(P3, P3, backend="small_gicp", trim=0.5), ValueError, "trim"),
     (lambda: icp(P3, P3, tol=-1), ValueError, "tol"),
+    (lambda: icp(P3, P3, workers=0), ValueError, "workers"),
     (lambda: icp(P3, P3, dst_normals=P3), ValueError, "dst_normals"),
     (lambda: icp(P3, P3, method="point_to_plane", dst_normals=P3[:2]), ValueError, "dst_normals"),
     (lambda: estimate_normals(P3, k=2), ValueError, "k"),
