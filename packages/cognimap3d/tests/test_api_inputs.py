@@ -18,13 +18,17 @@ from iclr26.cognimap3d import (
     descriptor_3d,
     ego_flow,
     estimate_normals,
+    gray_u8,
     icp,
+    kdtree,
     make_visits,
     mask_iou,
+    median_depth,
     observed_flow,
     recon_metrics,
     rpe,
     umeyama,
+    warp_depth,
 )
 
 K = np.array([[60.0, 0, 39.5], [0, 60.0, 31.5], [0, 0, 1]])
@@ -66,6 +70,10 @@ CASES = [
     (lambda: icp(P3, P3, backend="small_gicp", trim=0.5), ValueError, "trim"),
     (lambda: icp(P3, P3, tol=-1), ValueError, "tol"),
     (lambda: icp(P3, P3, workers=0), ValueError, "workers"),
+    (lambda: kdtree(P3[:, :2]), ValueError, "points"),
+    (lambda: median_depth(ZERO_D), ValueError, "depth"),
+    (lambda: gray_u8(np.ones((4, 4, 2))), ValueError, "img"),
+    (lambda: warp_depth(D, K, E, np.stack([E, NOT_ROT])), ValueError, "T_w_dst"),
     (lambda: icp(P3, P3, dst_normals=P3), ValueError, "dst_normals"),
     (lambda: icp(P3, P3, method="point_to_plane", dst_normals=P3[:2]), ValueError, "dst_normals"),
     (lambda: estimate_normals(P3, k=2), ValueError, "k"),

@@ -302,6 +302,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     gt_pts = _gt_static_points(visits)
     boxes = np.concatenate([_ghost_boxes(v) for v in visits])
     e3 = []
+    e3_maps = []
     for label, mk in (
         ("motion cues (ours)", masks),
         ("no masking", [np.zeros_like(m) for m in masks]),
@@ -311,6 +312,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         _, tg = _to_gt(a0.poses, visits[0].poses)
         pts = tg(np.concatenate([a0.static_map, a1.static_map] if a1.recalled else [a0.static_map]))
         m = recon_metrics(pts, gt_pts, thresh=0.1)
+        e3_maps.append((label, pts))
         e3.append(
             {
                 "masks": label,
@@ -421,6 +423,19 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             a.axis("off")
     fig2.suptitle("top: frames with GT actor outline; bottom: our dynamic masks")
     report.add_figure("masks", fig2)
+    fig3, ax3 = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
+    lo, hi = boxes[:, 0] - 0.05, boxes[:, 1] + 0.05
+    for a, (label, pts) in zip(ax3, e3_maps[:2], strict=True):
+        ghost = np.all((pts[:, None] >= lo[None]) & (pts[:, None] <= hi[None]), axis=2).any(1)
+        a.scatter(pts[~ghost, 0], pts[~ghost, 1], s=0.3, c=pts[~ghost, 2], cmap="viridis")
+        a.scatter(pts[ghost, 0], pts[ghost, 1], s=2, c="red", label="inside an actor's path")
+        a.set_title(f"{label}: {ghost.mean():.1%} ghost points", fontsize=9)
+        a.set_aspect("equal")
+        a.set_xlabel("x (m)")
+    ax3[0].set_ylabel("y (m)")
+    ax3[0].legend(fontsize=8, loc="lower left", markerscale=4)
+    fig3.suptitle("E3 — fused static map of both visits, top view (colour: height)")
+    report.add_figure("map", fig3)
     return report
 
 
