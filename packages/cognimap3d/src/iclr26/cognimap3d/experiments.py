@@ -453,7 +453,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "bench",
         "Our motion masks, numpy pose graph, ICP and memory recall against the alternatives a user would pick, side by side.",
         seed=seed,
-        backends=["opencv-python-headless", "scipy", "gtsam", "open3d", "small_gicp"],
+        backends=["opencv-python-headless", "scipy", "gtsam", "pypose", "open3d", "small_gicp"],
         config={"quick": quick},
     )
     frames = 30 if quick else 60
@@ -698,6 +698,14 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             [r["gtsam LM (s)"] for r in g_rows],
             "s-",
             label="gtsam LM",
+        )
+    pp_rows = [r for r in g_rows if "pypose LM (s)" in r]
+    if pp_rows:
+        ax.plot(
+            [r["nodes"] for r in pp_rows],
+            [r["pypose LM (s)"] for r in pp_rows],
+            "^",
+            label="pypose LM",
         )
     ax.set_xlabel("pose-graph nodes")
     ax.set_ylabel("seconds")

@@ -115,7 +115,9 @@ def icp(
     ``T_init``. ``point_to_point`` takes the closed-form Umeyama/Kabsch update (Sim(3) with
     ``with_scale``); ``point_to_plane`` a Gauss–Newton step on the distances to the target's
     tangent planes (rigid only), which converges in fewer iterations on surfaces. Neighbour
-    searches use every core (as Open3D does).
+    searches of 4,096 points or more use ``workers`` threads (every core by default, as Open3D).
+    Points are searched again only when the triangle inequality cannot rule out a target point
+    within ``max_corr`` since their last search, so the correspondences equal a full search's.
 
     Args:
         src: ``(N, 3)`` points to move.
