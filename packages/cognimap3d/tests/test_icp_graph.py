@@ -276,3 +276,25 @@ def test_gtsam_and_numpy_agree_with_landmarks():
     b = g.optimize(init, "gtsam", max_iters=100)
     assert max(np.abs(a[k] - b[k]).max() for k in a) < 1e-6
     assert abs(g.cost(a) - g.cost(b)) < 1e-8 * max(1.0, g.cost(b))
+
+
+@pytest.mark.slow
+def test_pypose_and_numpy_agree():
+    pytest.importorskip("pypose")
+    gt, Z, sig = _chain(n=12, noise=2.0, seed=4)
+    g, init = _graph(gt, Z, sig)
+    g.add_pose_anchor(11, gt[11] @ exp_se3(np.full(6, 0.02)), np.full(6, 0.05), robust="huber")
+    # a corrupted anchor under Cauchy, plain and Huber landmarks: every kernel in one graph
+    g.add_pose_anchor(
+        6, gt[6] @ exp_se3(np.r_[0.3, 0, 0, 2, 0, 0]), np.full(6, 0.05), robust="cauchy"
+    )
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=(16, 3)) * 2
+    q = (p - gt[8][:3, 3]) @ gt[8][:3, :3] + rng.normal(0, 0.01, (16, 3))
+    g.add_landmarks(8, p[:8], q[:8], 0.02, robust=None)
+    g.add_landmarks(3, p[8:], q[8:] + 0.5, 0.02, robust="huber")
+    a = g.optimize(init, "numpy", max_iters=100, tol=1e-15)
+    b = g.optimize(init, "pypose", max_iters=100, tol=1e-15)
+    assert max(np.abs(a[k] - b[k]).max() for k in a) < 1e-6
+    assert abs(g.cost(a) - g.cost(b)) < 1e-8 * max(1.0, g.cost(a))
+    assert g.cost(b) < 0.5 * g.cost(init)

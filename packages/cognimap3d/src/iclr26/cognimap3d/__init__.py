@@ -16,11 +16,11 @@ __version__ = _version("iclr26-cognimap3d")
 __getattr__, __dir__, __all__ = lazy.attach(
     __name__,
     submod_attrs={
-        "camera": ["backproject", "intrinsics", "project"],
+        "camera": ["backproject", "intrinsics", "median_depth", "project"],
         "data": ["RevisitWorld", "Sequence", "load_tum", "look_at", "make_visits", "save_tum"],
-        "flow": ["ego_flow", "fb_consistency", "observed_flow"],
+        "flow": ["ego_flow", "fb_consistency", "gray_u8", "observed_flow", "warp_depth"],
         "graph": ["PoseGraph"],
-        "icp": ["IcpResult", "estimate_normals", "icp"],
+        "icp": ["IcpResult", "estimate_normals", "icp", "kdtree"],
         "memory": ["MemoryBank", "RelocResult", "descriptor_2d", "descriptor_3d"],
         "metrics": [
             "align_trajectory",

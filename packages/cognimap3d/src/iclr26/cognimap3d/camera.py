@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from iclr26.shared.validation import check_array
 
-__all__ = ["backproject", "check_depth", "check_intrinsics", "intrinsics", "pixel_grid", "project"]
+__all__ = [
+    "backproject",
+    "check_depth",
+    "check_intrinsics",
+    "intrinsics",
+    "median_depth",
+    "pixel_grid",
+    "project",
+]
 
 
 def intrinsics(fx: float, fy: float, cx: float, cy: float) -> np.ndarray:
@@ -41,10 +51,30 @@ def check_depth(depth: object, name: str = "depth", *, allow_invalid: bool = Fal
     return d
 
 
-def pixel_grid(h: int, w: int) -> np.ndarray:
-    """Homogeneous pixel coordinates ``(3, H, W)`` of pixel centres (u = column, v = row)."""
+@functools.lru_cache(maxsize=16)
+def _grid(h: int, w: int) -> np.ndarray:
     v, u = np.mgrid[0:h, 0:w].astype(float)
-    return np.stack([u, v, np.ones_like(u)])
+    g = np.stack([u, v, np.ones_like(u)])
+    g.setflags(write=False)
+    return g
+
+
+def median_depth(depth: np.ndarray) -> np.ndarray:
+    """3×3 median of a depth map ``(H, W)`` (edge pixels replicated, as
+    ``scipy.ndimage.median_filter(depth, size=3)``), computed by OpenCV in float32: the result is
+    that filter's output rounded to float32 (relative change ≤ 6e-8), returned as float64.
+    ``depth`` must be finite and > 0."""
+    import cv2
+
+    d = check_depth(depth)
+    return cv2.medianBlur(d.astype(np.float32), 3).astype(float)
+
+
+def pixel_grid(h: int, w: int) -> np.ndarray:
+    """Homogeneous pixel coordinates ``(3, H, W)`` of pixel centres (u = column, v = row).
+
+    The array is cached per size and read-only; copy it before writing."""
+    return _grid(int(h), int(w))
 
 
 def backproject(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
@@ -52,8 +82,15 @@ def backproject(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
     d = check_depth(depth, allow_invalid=True)
     K = check_intrinsics(K)
     h, w = d.shape
-    rays = np.linalg.solve(K, pixel_grid(h, w).reshape(3, -1)).reshape(3, h, w)
-    return np.moveaxis(rays * d, 0, -1)
+    g = pixel_grid(h, w)
+    # K⁻¹ ũ in closed form (K is upper triangular): y = (v − cy)/fy, x = (u − cx − s·y)/fx
+    y = (g[1] - K[1, 2]) / K[1, 1]
+    x = (g[0] - K[0, 2] - K[0, 1] * y) / K[0, 0]
+    out = np.empty((*d.shape, 3))
+    out[..., 0] = x * d
+    out[..., 1] = y * d
+    out[..., 2] = d
+    return out
 
 
 def project(points: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ from iclr26.shared import Report, timeit
 __all__ = ["bench", "reproduce"]
 
 PKG = "iclr26-cognimap3d"
+PYPOSE_MAX_NODES = 100
 CLAIM = (
     "Recalling a verified static map on a revisit gives cross-visit poses and lowers trajectory "
     "error versus no memory, multi-stage motion cues beat a single threshold for dynamic masks, "
@@ -58,6 +60,51 @@ def _ghost_boxes(seq: Sequence) -> np.ndarray:
     b = seq.actor_boxes.reshape(-1, 2, 3).copy()
     b[:, 0, 2] = 0.05  # the floor under an actor is not a ghost
     return b
+
+
+def _load() -> str:
+    """The 1-minute load average (timings on a shared machine mean little without it)."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # not available on this platform
+        return "n/a"
+
+
+def _pipeline_speed(visits, priors, rounds: int, seed: int) -> tuple[list[dict], dict]:
+    """The full two-visit pipeline (motion cues included, priors precomputed) ``rounds`` times:
+    per-module wall and CPU ms per frame, median [min, max] over the rounds, and the fps."""
+    n = sum(len(v) for v in visits)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        system = CogniMap3D(
+            CogniMap3DConfig(motion=MotionCueConfig(seed=seed)), NoisyOraclePrior(seed=seed)
+        )
+        res = [
+            system.process_visit(v, i, priors=p)
+            for i, (v, p) in enumerate(zip(visits, priors, strict=True))
+        ]
+        for key in res[-1].timings:
+            if key == "prior":
+                continue
+            wall.setdefault(key, []).append(1e3 * sum(r.timings.get(key, 0) for r in res) / n)
+            cpu.setdefault(key, []).append(1e3 * sum(r.cpu_timings.get(key, 0) for r in res) / n)
+    wall["total"] = list(np.sum([wall[k] for k in list(wall)], axis=0))
+    cpu["total"] = list(np.sum([cpu[k] for k in list(cpu)], axis=0))
+
+    def spread(x):
+        x = np.asarray(x)
+        return f"{np.median(x):.1f} [{x.min():.1f}, {x.max():.1f}]"
+
+    rows = [
+        {"module": k, "wall ms / frame": spread(wall[k]), "CPU ms / frame": spread(cpu[k])}
+        for k in wall
+    ]
+    fps = {
+        "wall": 1e3 / np.asarray(wall["total"]),
+        "cpu": 1e3 / np.asarray(cpu["total"]),
+    }
+    return rows, fps
 
 
 def _run_two(cfg, prior, ref, seq, priors, masks, bank=None):
@@ -255,6 +302,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     gt_pts = _gt_static_points(visits)
     boxes = np.concatenate([_ghost_boxes(v) for v in visits])
     e3 = []
+    e3_maps = []
     for label, mk in (
         ("motion cues (ours)", masks),
         ("no masking", [np.zeros_like(m) for m in masks]),
@@ -264,6 +312,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         _, tg = _to_gt(a0.poses, visits[0].poses)
         pts = tg(np.concatenate([a0.static_map, a1.static_map] if a1.recalled else [a0.static_map]))
         m = recon_metrics(pts, gt_pts, thresh=0.1)
+        e3_maps.append((label, pts))
         e3.append(
             {
                 "masks": label,
@@ -286,19 +335,38 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
 
     # ---- E4: per-module timings of the full run (noise 1) and memory size
     system = CogniMap3D(cfg, prior1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     q0 = system.process_visit(visits[0], 0, priors=pri[0])
     q1 = system.process_visit(visits[1], 1, priors=pri[1])
-    wall = time.perf_counter() - t0
-    tim = {k: q0.timings.get(k, 0) + q1.timings.get(k, 0) for k in q1.timings}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = len(visits[0]) + len(visits[1])
-    e4 = [{"module": k, "ms / frame": 1000 * v / n} for k, v in tim.items() if k != "prior"]
-    e4.append({"module": "total (no prior)", "ms / frame": 1000 * (wall - tim.get("prior", 0)) / n})
+    e4 = [
+        {
+            "module": k,
+            "wall ms / frame": 1000 * (q0.timings.get(k, 0) + q1.timings.get(k, 0)) / n,
+            "CPU ms / frame": 1000 * (q0.cpu_timings.get(k, 0) + q1.cpu_timings.get(k, 0)) / n,
+        }
+        for k in q1.timings
+        if k != "prior"
+    ]
+    wall -= q0.timings.get("prior", 0) + q1.timings.get("prior", 0)
+    cpu -= q0.cpu_timings.get("prior", 0) + q1.cpu_timings.get("prior", 0)
+    e4.append(
+        {
+            "module": "total (no prior)",
+            "wall ms / frame": 1000 * wall / n,
+            "CPU ms / frame": 1000 * cpu / n,
+        }
+    )
+    load = _load()
     report.add_table(
-        f"E4 — per-module time at {visits[0].rgb.shape[1]}×{visits[0].rgb.shape[2]} (fps = {n / (wall - tim.get('prior', 0)):.1f}; memory {system.memory.size_bytes / 1e6:.2f} MB)",
+        f"E4 — per-module time at {visits[0].rgb.shape[1]}×{visits[0].rgb.shape[2]} "
+        f"(fps = {n / wall:.1f} wall, {n / cpu:.1f} on CPU time; load average {load}; "
+        f"memory {system.memory.size_bytes / 1e6:.2f} MB)",
         e4,
     )
-    report.metric("pipeline fps (64×80, 2 visits)", n / (wall - tim.get("prior", 0)))
+    report.metric("pipeline fps (64×80, 2 visits, wall)", n / wall)
+    report.metric("pipeline fps (64×80, 2 visits, CPU time)", n / cpu)
     report.note(f"motion-cue stage alone: {1000 * t_cues:.1f} ms per frame (all stages computed).")
     report.note(
         "The priors are a noisy oracle standing in for VGGT (metric scale); DIS optical flow stands in for RAFT; hand-crafted descriptors stand in for DINOv2/PointNet++; connected components stand in for SAM2."
@@ -355,6 +423,19 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             a.axis("off")
     fig2.suptitle("top: frames with GT actor outline; bottom: our dynamic masks")
     report.add_figure("masks", fig2)
+    fig3, ax3 = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
+    lo, hi = boxes[:, 0] - 0.05, boxes[:, 1] + 0.05
+    for a, (label, pts) in zip(ax3, e3_maps[:2], strict=True):
+        ghost = np.all((pts[:, None] >= lo[None]) & (pts[:, None] <= hi[None]), axis=2).any(1)
+        a.scatter(pts[~ghost, 0], pts[~ghost, 1], s=0.3, c=pts[~ghost, 2], cmap="viridis")
+        a.scatter(pts[ghost, 0], pts[ghost, 1], s=2, c="red", label="inside an actor's path")
+        a.set_title(f"{label}: {ghost.mean():.1%} ghost points", fontsize=9)
+        a.set_aspect("equal")
+        a.set_xlabel("x (m)")
+    ax3[0].set_ylabel("y (m)")
+    ax3[0].legend(fontsize=8, loc="lower left", markerscale=4)
+    fig3.suptitle("E3 — fused static map of both visits, top view (colour: height)")
+    report.add_figure("map", fig3)
     return report
 
 
@@ -372,7 +453,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "bench",
         "Our motion masks, numpy pose graph, ICP and memory recall against the alternatives a user would pick, side by side.",
         seed=seed,
-        backends=["opencv-python-headless", "scipy", "gtsam", "open3d", "small_gicp"],
+        backends=["opencv-python-headless", "scipy", "gtsam", "pypose", "open3d", "small_gicp"],
         config={"quick": quick},
     )
     frames = 30 if quick else 60
@@ -426,6 +507,28 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     ]
     report.add_table("Motion masks on visit 0", rows)
 
+    # the full pipeline's speed (spec target: >= 10 frames/s at 64x80 on 2 cores)
+    speed_rows, fps = _pipeline_speed(
+        visits, [prior(x) for x in visits], rounds=3 if quick else 5, seed=seed
+    )
+    load = _load()
+    report.add_table(
+        f"Full pipeline speed: two visits of {frames} frames at {v.rgb.shape[1]}×{v.rgb.shape[2]}, "
+        f"priors precomputed, median [min, max] over {len(fps['wall'])} runs "
+        f"(load average {load})",
+        speed_rows,
+    )
+    report.check(
+        "the full pipeline runs at >= 10 frames/s at 64×80 (spec target; on the process's CPU "
+        "time, all threads, since wall time on a shared machine depends on its load)",
+        bool(np.median(fps["cpu"]) >= 10),
+        f"{np.median(fps['cpu']):.1f} frames/s on CPU time [{fps['cpu'].min():.1f}, "
+        f"{fps['cpu'].max():.1f}]; wall clock {np.median(fps['wall']):.1f} "
+        f"[{fps['wall'].min():.1f}, {fps['wall'].max():.1f}] at load average {load}",
+    )
+    report.metric("pipeline fps (CPU time)", float(np.median(fps["cpu"])))
+    report.metric("pipeline fps (wall)", float(np.median(fps["wall"])))
+
     # pose graphs: numpy LM vs gtsam LM
     g_rows = []
     try:
@@ -434,6 +537,12 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         have_gtsam = True
     except ImportError:
         have_gtsam = False
+    try:
+        import pypose  # noqa: F401
+
+        have_pypose = True
+    except ImportError:
+        have_pypose = False
     for n in (100, 1000) if quick else (100, 500, 1000, 2000):
         rng = np.random.default_rng(seed)
         gtp = [np.eye(4)]
@@ -468,9 +577,21 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
                 "gtsam cost": g.cost(g.optimize(init, "gtsam")),
                 "numpy / gtsam time": tn.median / tg.median,
             }
+        if have_pypose and n <= PYPOSE_MAX_NODES:
+            if not g_rows:  # torch/pypose start-up, untimed
+                g.optimize(init, "pypose", max_iters=1)
+            t0 = time.perf_counter()
+            opt = g.optimize(init, "pypose")
+            row |= {"pypose LM (s)": time.perf_counter() - t0, "pypose cost": g.cost(opt)}
         g_rows.append(row)
     report.add_table(
-        "Pose-graph backends (odometry chain + 10 % anchors; median of repeats)", g_rows
+        "Pose-graph backends (odometry chain + 10 % anchors; median of repeats"
+        + (
+            f"; pypose only up to {PYPOSE_MAX_NODES} nodes: its LM builds dense Jacobians)"
+            if have_pypose
+            else "; pypose not installed)"
+        ),
+        g_rows,
     )
 
     # ICP backends on one relocalisation problem (visit 1's first frame onto visit 0's map)
@@ -488,7 +609,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         report.check(
             "ICP at least as fast as Open3D's point-to-point ICP on the same clouds (spec target)",
             bool(np.median(ratio) <= 1.0),
-            f"ours / Open3D per round {np.median(ratio):.2f} [{ratio.min():.2f}, {ratio.max():.2f}]",
+            f"ours / Open3D wall time per round {np.median(ratio):.2f} [{ratio.min():.2f}, "
+            f"{ratio.max():.2f}] at load average {_load()}",
         )
         report.metric("ICP time ours / Open3D (point-to-point)", float(np.median(ratio)))
     else:
@@ -576,6 +698,14 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             [r["gtsam LM (s)"] for r in g_rows],
             "s-",
             label="gtsam LM",
+        )
+    pp_rows = [r for r in g_rows if "pypose LM (s)" in r]
+    if pp_rows:
+        ax.plot(
+            [r["nodes"] for r in pp_rows],
+            [r["pypose LM (s)"] for r in pp_rows],
+            "^",
+            label="pypose LM",
         )
     ax.set_xlabel("pose-graph nodes")
     ax.set_ylabel("seconds")

@@ -10,7 +10,7 @@ from iclr26.cognimap3d.camera import backproject, check_depth, check_intrinsics,
 from iclr26.cognimap3d.se3 import check_poses, invert
 from iclr26.shared.validation import check_array, check_choice, check_range
 
-__all__ = ["ego_flow", "fb_consistency", "observed_flow", "warp_depth"]
+__all__ = ["ego_flow", "fb_consistency", "gray_u8", "observed_flow", "warp_depth"]
 
 METHODS = ("dis", "farneback", "gt_noise")
 
@@ -24,7 +24,10 @@ def ego_flow(
     Args:
         depth: ``(H, W)`` camera-z depth of the source frame, > 0.
         K: ``(3, 3)`` intrinsics.
-        T_w_src, T_w_dst: camera-to-world poses of source and destination frames.
+        T_w_src: camera-to-world pose ``(4, 4)`` of the source frame.
+        T_w_dst: camera-to-world pose ``(4, 4)`` of the destination frame, or a batch
+            ``(P, 4, 4)`` of destinations: then the flows are ``(P, 2, H, W)``, computed from one
+            validation and one back-projection (the motion cues' multi-pair voting).
     """
     uv, _ = warp_depth(depth, K, T_w_src, T_w_dst)
     h, w = np.shape(depth)
@@ -35,20 +38,28 @@ def warp_depth(
     depth: np.ndarray, K: np.ndarray, T_w_src: np.ndarray, T_w_dst: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Where each source pixel lands in the destination frame: pixel positions ``(2, H, W)`` and
-    the depths it would have there ``(H, W)`` (the depth-consistency cue, spec §4.2 stage 5)."""
+    the depths it would have there ``(H, W)`` (the depth-consistency cue, spec §4.2 stage 5).
+
+    With a batch of destinations ``T_w_dst (P, 4, 4)`` the outputs are ``(P, 2, H, W)`` and
+    ``(P, H, W)`` (inputs validated and back-projected once for all pairs)."""
     d = check_depth(depth)
     K = check_intrinsics(K)
     Ts = check_poses(T_w_src, "T_w_src", batch=False)
-    Td = check_poses(T_w_dst, "T_w_dst", batch=False)
+    Td = check_poses(T_w_dst, "T_w_dst")
     rel = invert(Td) @ Ts
-    X = backproject(d, K) @ rel[:3, :3].T + rel[:3, 3]
-    uv, z = project(X, K)
-    return np.moveaxis(uv, -1, 0), z
+    h, w = d.shape
+    X = backproject(d, K).reshape(-1, 3)
+    Xr = X @ np.swapaxes(rel[..., :3, :3], -1, -2) + rel[..., None, :3, 3]
+    uv, z = project(Xr, K)
+    uv = np.swapaxes(uv, -1, -2).reshape(*uv.shape[:-2], 2, h, w)
+    return uv, z.reshape(*z.shape[:-1], h, w)
 
 
 def _gray8(img: np.ndarray, name: str) -> np.ndarray:
     check_array(img, name)
     a = np.asarray(img)
+    if a.ndim == 2 and a.dtype == np.uint8:
+        return a
     if a.ndim == 3:
         if a.shape[2] != 3:
             raise ValueError(f"{name} must be (H, W) or (H, W, 3), got {a.shape}")
@@ -61,7 +72,11 @@ def _gray8(img: np.ndarray, name: str) -> np.ndarray:
     return np.clip(a, 0, 255).round().astype(np.uint8)
 
 
-_DIS = {}
+def gray_u8(img: np.ndarray) -> np.ndarray:
+    """``(H, W)`` ``uint8`` luma (ITU-R 601 weights) of an ``(H, W, 3)`` RGB image in [0, 1] or
+    [0, 255] (or of a gray image): the input :func:`observed_flow` converts to. Convert each frame
+    once when it takes part in several flow pairs."""
+    return _gray8(img, "img")
 
 
 def observed_flow(
@@ -75,7 +90,8 @@ def observed_flow(
     """Observed optical flow ``(2, H, W)`` from ``img0`` to ``img1`` (RAFT in the paper).
 
     Args:
-        img0, img1: ``(H, W, 3)`` RGB in [0, 1] or [0, 255], or ``(H, W)`` gray.
+        img0, img1: ``(H, W, 3)`` RGB in [0, 1] or [0, 255], or ``(H, W)`` gray (``uint8``
+            gray images are used as they are; :func:`gray_u8` converts once per frame).
         method: ``"dis"`` (OpenCV DIS, medium preset), ``"farneback"`` or ``"gt_noise"``
             (``gt`` plus Gaussian noise of ``noise_px``; for controlled experiments).
         gt: ground-truth flow ``(2, H, W)``, required by ``"gt_noise"``.
@@ -99,11 +115,11 @@ def observed_flow(
     if a.shape != b.shape:
         raise ValueError(f"img0 and img1 must have the same size, got {a.shape} and {b.shape}")
     if method == "dis":
-        dis = _DIS.get("medium")
-        if dis is None:
-            dis = _DIS["medium"] = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
-            dis.setPatchSize(8)
-            dis.setPatchStride(3)
+        # a fresh solver per pair (~0.1 ms): a reused DIS object can carry state from its
+        # previous call into the next, which made the flow of a pair depend on call history
+        dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+        dis.setPatchSize(8)
+        dis.setPatchStride(3)
         f = dis.calc(a, b, None)
     else:
         f = cv2.calcOpticalFlowFarneback(a, b, None, 0.5, 3, 9, 5, 5, 1.1, 0)
@@ -120,10 +136,10 @@ def fb_consistency(fw: np.ndarray, bw: np.ndarray, thresh_px: float = 3.0) -> np
 
     fw, bw = np.asarray(fw, dtype=float), np.asarray(bw, dtype=float)
     _, h, w = fw.shape
-    grid = pixel_grid(h, w)[:2]
-    tgt = (grid + fw).astype(np.float32)
-    bw_at = np.stack(
-        [cv2.remap(bw[c].astype(np.float32), tgt[0], tgt[1], cv2.INTER_LINEAR) for c in range(2)]
-    )
+    tgt = (pixel_grid(h, w)[:2] + fw).astype(np.float32)
+    # both channels in one remap of an (H, W, 2) image
+    bw_hw2 = np.ascontiguousarray(np.moveaxis(bw, 0, -1), dtype=np.float32)
+    bw_at = np.moveaxis(cv2.remap(bw_hw2, tgt[0], tgt[1], cv2.INTER_LINEAR), -1, 0)
     inside = (tgt[0] >= 0) & (tgt[0] <= w - 1) & (tgt[1] >= 0) & (tgt[1] <= h - 1)
-    return inside & (np.linalg.norm(fw + bw_at, axis=0) < thresh_px)
+    s = fw + bw_at
+    return inside & (np.hypot(s[0], s[1]) < thresh_px)

@@ -20,6 +20,7 @@ from iclr26.shared.validation import check_array, check_choice, check_int, check
 __all__ = ["PoseGraph", "robust_weight"]
 
 ROBUST = (None, "huber", "cauchy")
+BACKENDS = ("numpy", "gtsam", "pypose")
 
 
 def robust_weight(e: np.ndarray, kind: str | None, k: float) -> np.ndarray:
@@ -275,16 +276,20 @@ class PoseGraph:
         """Minimise the cost from ``initial`` (``{key: 4×4}``) with Levenberg–Marquardt.
 
         Args:
-            backend: ``"numpy"`` (always available) or ``"gtsam"`` (extra ``[gtsam]``).
+            backend: ``"numpy"`` (always available), ``"gtsam"`` (extra ``[gtsam]``) or
+                ``"pypose"`` (extra ``[pypose]``: ``pp.optim.LM`` on ``pp.SE3`` in float64 on
+                the CPU, dense Jacobians, so meant for graphs of up to a few hundred poses).
             max_iters: iteration cap.
             tol: relative cost decrease that stops the numpy solver.
         """
-        check_choice(backend, "backend", ("numpy", "gtsam"))
+        check_choice(backend, "backend", BACKENDS)
         check_int(max_iters, "max_iters", low=1)
         check_range(tol, "tol", low=0)
         keys = self._validate_initial(initial)
         if backend == "gtsam":
             return self._optimize_gtsam(initial, keys, max_iters)
+        if backend == "pypose":
+            return self._optimize_pypose(initial, keys, max_iters, tol)
         p = self._prep(keys)
         X = np.stack([np.asarray(initial[k], dtype=float) for k in keys])
         n, m = len(keys), len(self.factors)
@@ -366,6 +371,35 @@ class PoseGraph:
                 break
         return {k: X[n_] for n_, k in enumerate(keys)}
 
+    def _optimize_pypose(
+        self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int, tol: float
+    ) -> dict[int, np.ndarray]:
+        from iclr26.shared.optional import import_optional
+
+        pp = import_optional(
+            "pypose", dist="iclr26-cognimap3d", extra="pypose", purpose="backend='pypose'"
+        )
+        import torch
+
+        model, kernels = _pypose_model(torch, pp, self, keys, initial)
+        robust = any(k is not None for k in kernels)
+        optimizer = pp.optim.LM(
+            model,
+            solver=pp.optim.solver.Cholesky(),
+            strategy=pp.optim.strategy.TrustRegion(),
+            kernel=kernels if robust else None,
+            vectorize=True,
+        )
+        # pypose's loss is Σ ρ(‖r‖²) = 2 × our (and gtsam's) cost
+        last = None
+        for _ in range(max_iters):
+            loss = float(optimizer.step(()))
+            if last is not None and last - loss <= tol * max(last, 1e-300):
+                break
+            last = loss
+        X = model.nodes.matrix().detach().numpy()
+        return {k: X[n] for n, k in enumerate(keys)}
+
     def _optimize_gtsam(
         self, initial: dict[int, np.ndarray], keys: list[int], max_iters: int
     ) -> dict[int, np.ndarray]:
@@ -406,6 +440,77 @@ class PoseGraph:
         params.setAbsoluteErrorTol(1e-15)
         result = gtsam.LevenbergMarquardtOptimizer(graph, values, params).optimize()
         return {k: result.atPose3(k).matrix() for k in keys}
+
+
+def _pypose_model(torch, pp, graph: PoseGraph, keys: list[int], initial: dict[int, np.ndarray]):
+    """A torch module whose outputs are the whitened residual groups of ``graph`` (one output per
+    factor type and kernel) and the matching pypose kernels. pypose's ``Log`` is (v, ω); ours
+    and gtsam's (ω, v), so the residual is reordered before whitening."""
+    index = {k: n for n, k in enumerate(keys)}
+    f64 = torch.float64
+
+    def tensor(x):
+        return torch.as_tensor(np.asarray(x), dtype=f64)
+
+    groups: dict[tuple, list] = {}
+    for f in graph.factors:
+        groups.setdefault(("prior" if f.j < 0 else "between", f.robust, f.k), []).append(f)
+    pose_groups = []
+    for (kind, robust, k), fs in groups.items():
+        pose_groups.append(
+            (
+                kind,
+                robust,
+                k,
+                torch.as_tensor([index[f.i] for f in fs]),
+                torch.as_tensor([index[f.j] if f.j >= 0 else 0 for f in fs]),
+                pp.mat2SE3(tensor(_inv_rigid(np.stack([f.Z for f in fs]))), check=False),
+                tensor(np.stack([f.sigmas for f in fs])),
+            )
+        )
+    lm_groups: dict[tuple, list] = {}
+    for lm in graph.landmarks:
+        lm_groups.setdefault((lm.robust, lm.k), []).append(lm)
+    lms = []
+    for (robust, k), ls in lm_groups.items():
+        count = [len(lm.p_world) for lm in ls]
+        lms.append(
+            (
+                robust,
+                k,
+                torch.as_tensor(np.repeat([index[lm.i] for lm in ls], count)),
+                tensor(np.concatenate([lm.p_world for lm in ls])),
+                tensor(np.concatenate([lm.q_cam for lm in ls])),
+                tensor(np.repeat([lm.sigma for lm in ls], count))[:, None],
+            )
+        )
+    order = [3, 4, 5, 0, 1, 2]  # pypose (v, ω) -> (ω, v)
+
+    class Graph(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            X0 = tensor(np.stack([initial[k] for k in keys]))
+            self.nodes = pp.Parameter(pp.mat2SE3(X0, check=False))
+
+        def forward(self, *_):
+            out = []
+            for kind, _r, _k, ii, jj, Zinv, sig in pose_groups:
+                Xi = self.nodes[ii]
+                E = Zinv @ Xi if kind == "prior" else Zinv @ Xi.Inv() @ self.nodes[jj]
+                out.append(E.Log().tensor()[:, order] / sig)
+            for _r, _k, ii, p, q, sig in lms:
+                out.append((self.nodes[ii].Inv().Act(p) - q) / sig)
+            return tuple(out)
+
+    def kernel(robust, k):
+        if robust == "huber":
+            return pp.optim.kernel.Huber(delta=k)
+        if robust == "cauchy":
+            return pp.optim.kernel.Cauchy(delta=k)
+        return None
+
+    kernels = [kernel(g[1], g[2]) for g in pose_groups] + [kernel(g[0], g[1]) for g in lms]
+    return Graph(), kernels
 
 
 def _landmark_error(p_world: np.ndarray, q_cam: np.ndarray):

@@ -17,10 +17,20 @@ from iclr26.cognimap3d.se3 import check_poses, exp_so3, umeyama
 from iclr26.shared.optional import MissingDependencyError, import_optional
 from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
-__all__ = ["BACKENDS", "METHODS", "IcpResult", "estimate_normals", "icp"]
+__all__ = ["BACKENDS", "METHODS", "IcpResult", "estimate_normals", "icp", "kdtree"]
 
 METHODS = ("point_to_point", "point_to_plane")
 BACKENDS = ("scipy", "open3d", "small_gicp")
+_THREADED_QUERY_MIN = 4096
+
+
+def kdtree(points: np.ndarray) -> cKDTree:
+    """The search tree :func:`icp` builds for a target cloud ``(M, 3)``: scipy's cKDTree with
+    sliding-midpoint splits and no node compaction, which builds about twice as fast as the
+    default median splits and queries no slower on scan-like clouds. Build it once per map and
+    pass it as ``dst`` to every :func:`icp` call on that map."""
+    check_array(points, "points", shape=(None, 3))
+    return cKDTree(np.asarray(points, dtype=float), balanced_tree=False, compact_nodes=False)
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ def estimate_normals(points: np.ndarray | cKDTree, k: int = 10) -> np.ndarray:
     tree = points if isinstance(points, cKDTree) else None
     if tree is None:
         check_array(points, "points", shape=(None, 3))
-        tree = cKDTree(np.asarray(points, dtype=float))
+        tree = kdtree(points)
     check_int(k, "k", low=3)
     if k > tree.n:
         raise ValueError(f"k must be at most the number of points ({tree.n}), got {k}")
@@ -60,9 +70,14 @@ def estimate_normals(points: np.ndarray | cKDTree, k: int = 10) -> np.ndarray:
     return vecs[:, :, 0]
 
 
-def _fitness_rmse(src: np.ndarray, tree: cKDTree, T: np.ndarray, max_corr: float):
+def _workers(n_query: int, workers: int) -> int:
+    # a threaded cKDTree query starts its threads per call: not worth it for small queries
+    return workers if n_query >= _THREADED_QUERY_MIN else 1
+
+
+def _fitness_rmse(src: np.ndarray, tree: cKDTree, T: np.ndarray, max_corr: float, workers: int):
     moved = src @ T[:3, :3].T + T[:3, 3]
-    d, _ = tree.query(moved, distance_upper_bound=max_corr, workers=-1)
+    d, _ = tree.query(moved, distance_upper_bound=max_corr, workers=_workers(len(moved), workers))
     ok = np.isfinite(d)
     fitness = float(ok.mean())
     rmse = float(np.sqrt(np.mean(d[ok] ** 2))) if ok.any() else float("inf")
@@ -94,12 +109,15 @@ def icp(
     method: str = "point_to_point",
     dst_normals: np.ndarray | None = None,
     backend: str = "scipy",
+    workers: int = -1,
 ) -> IcpResult:
     """ICP: alternate nearest neighbours within ``max_corr`` and a transform update, from
     ``T_init``. ``point_to_point`` takes the closed-form Umeyama/Kabsch update (Sim(3) with
     ``with_scale``); ``point_to_plane`` a Gauss–Newton step on the distances to the target's
     tangent planes (rigid only), which converges in fewer iterations on surfaces. Neighbour
-    searches use every core (as Open3D does).
+    searches of 4,096 points or more use ``workers`` threads (every core by default, as Open3D).
+    Points are searched again only when the triangle inequality cannot rule out a target point
+    within ``max_corr`` since their last search, so the correspondences equal a full search's.
 
     Args:
         src: ``(N, 3)`` points to move.
@@ -118,6 +136,8 @@ def icp(
         backend: ``"scipy"`` (this module), or ``"open3d"`` / ``"small_gicp"`` when installed
             (same method; ``with_scale`` and ``trim`` only with ``"scipy"``; their own stopping
             rules, given ``tol``). Fitness and RMSE are measured here for every backend.
+        workers: threads of the neighbour searches (``-1``: every core, as Open3D); searches
+            of fewer than 4,096 points run on one thread (starting threads costs more).
     """
     check_choice(method, "method", METHODS)
     check_choice(backend, "backend", BACKENDS)
@@ -125,8 +145,11 @@ def icp(
     tree = dst if isinstance(dst, cKDTree) else None
     if tree is None:
         check_array(dst, "dst", shape=(None, 3))
-        tree = cKDTree(np.asarray(dst, dtype=float))
+        tree = kdtree(dst)
     check_int(max_iter, "max_iter", low=1)
+    check_int(workers, "workers", low=-1)
+    if workers == 0:
+        raise ValueError("workers must be -1 (all cores) or a positive count, got 0")
     check_range(max_corr, "max_corr", low=0, low_inclusive=False)
     check_range(trim, "trim", low=0, high=1, low_inclusive=False)
     check_range(tol, "tol", low=0)
@@ -154,35 +177,55 @@ def icp(
         check_poses(rigid, "T_init", batch=False)
     if backend != "scipy":
         T, it, converged = _external(backend, method, src, tree, T, max_iter, max_corr, tol)
-        fitness, rmse = _fitness_rmse(src, tree, T, max_corr)
+        fitness, rmse = _fitness_rmse(src, tree, T, max_corr, workers)
         return IcpResult(T=T, scale=1.0, fitness=fitness, rmse=rmse, n_iter=it, converged=converged)
     normals = None
     if method == "point_to_plane":
         normals = estimate_normals(tree) if dst_normals is None else np.asarray(dst_normals, float)
+    dst_pts = tree.data
+    n_src = len(src)
+    # Exact pruning of the neighbour searches: ``lb`` is a lower bound on each point's distance
+    # to the target. A search up to ``reach`` either finds the distance or proves it exceeds
+    # ``reach``; moving the point by δ lowers the bound by at most δ (triangle inequality), so
+    # a point is searched again only once its bound falls to ``max_corr``. The inliers are the
+    # same as a full search's every iteration; points far off the map are skipped.
+    reach = 2.0 * max_corr
+    lb = np.zeros(n_src)
+    moved_prev = None
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (reported as n_iter)
         moved = src @ T[:3, :3].T + T[:3, 3]
-        d, idx = tree.query(moved, distance_upper_bound=max_corr, workers=-1)
-        ok = np.isfinite(d)
-        if ok.sum() < (6 if normals is not None else 3):
+        if moved_prev is not None:
+            step = moved - moved_prev
+            lb -= np.sqrt(np.einsum("ij,ij->i", step, step))
+        moved_prev = moved
+        act = np.flatnonzero(lb <= max_corr * (1 + 1e-9))
+        d, nn = tree.query(
+            moved[act], distance_upper_bound=reach, workers=_workers(len(act), workers)
+        )
+        lb[act] = np.minimum(d, reach)
+        inl = d <= max_corr
+        sel, nn, d = act[inl], nn[inl], d[inl]
+        if len(sel) < (6 if normals is not None else 3):
             break
         if trim < 1.0:
-            ok &= d <= np.quantile(d[ok], trim)
+            keep = d <= np.quantile(d, trim)
+            sel, nn = sel[keep], nn[keep]
         if normals is None:
-            s, R, t = umeyama(src[ok], tree.data[idx[ok]], with_scale=with_scale)
+            s, R, t = umeyama(src[sel], dst_pts[nn], with_scale=with_scale, check_input=False)
             T_new = np.eye(4)
             T_new[:3, :3] = s * R
             T_new[:3, 3] = t
         else:
             s = 1.0
-            T_new = _plane_step(moved[ok], tree.data[idx[ok]], normals[idx[ok]]) @ T
+            T_new = _plane_step(moved[sel], dst_pts[nn], normals[nn]) @ T
         delta = np.abs(T_new - T).max()
         T, scale = T_new, s
         if delta < tol:
             converged = True
             break
-    fitness, rmse = _fitness_rmse(src, tree, T, max_corr)
+    fitness, rmse = _fitness_rmse(src, tree, T, max_corr, workers)
     return IcpResult(
         T=T, scale=float(scale), fitness=fitness, rmse=rmse, n_iter=it, converged=converged
     )

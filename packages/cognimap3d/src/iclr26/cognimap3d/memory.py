@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial import cKDTree
 
-from iclr26.cognimap3d.icp import icp
+from iclr26.cognimap3d.icp import icp, kdtree
 from iclr26.cognimap3d.se3 import check_poses
 from iclr26.shared.validation import check_array, check_int, check_range
 
@@ -122,7 +122,7 @@ class SceneMemory:
     def tree(self) -> cKDTree:
         """KD-tree of the points (rebuilt after updates)."""
         if self._tree is None:
-            self._tree = cKDTree(self.points)
+            self._tree = kdtree(self.points)
         return self._tree
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
+from iclr26.cognimap3d.camera import median_depth, pixel_grid
 from iclr26.cognimap3d.data import Sequence
-from iclr26.cognimap3d.flow import METHODS, ego_flow, fb_consistency, observed_flow, warp_depth
+from iclr26.cognimap3d.flow import METHODS, fb_consistency, gray_u8, observed_flow, warp_depth
 from iclr26.cognimap3d.priors import Priors
 from iclr26.shared.validation import check_choice, check_int, check_range
 
@@ -99,21 +100,29 @@ class FlowCache:
     seed: int = 0
     _flows: dict = field(default_factory=dict)
     _smooth: dict = field(default_factory=dict)
+    _gray: dict = field(default_factory=dict)
 
     def smooth_depth(self, depth: np.ndarray, t: int) -> np.ndarray:
-        """3×3 median of ``depth[t]`` (cached per depth array and frame)."""
+        """3×3 median of ``depth[t]`` (:func:`~iclr26.cognimap3d.camera.median_depth`; cached per
+        depth array and frame)."""
         key = (id(depth), t)
         if key not in self._smooth:
-            self._smooth[key] = ndimage.median_filter(depth[t], size=3)
+            self._smooth[key] = median_depth(depth[t])
         return self._smooth[key]
+
+    def gray(self, t: int) -> np.ndarray:
+        """``uint8`` gray image of frame ``t`` (converted once, then shared by its flow pairs)."""
+        if t not in self._gray:
+            self._gray[t] = gray_u8(self.seq.rgb[t])
+        return self._gray[t]
 
     def __call__(self, i: int, j: int) -> np.ndarray:
         key = (i, j)
         if key not in self._flows:
             gt = self.seq.gt_flow(i, j)[0] if self.method == "gt_noise" else None
             self._flows[key] = observed_flow(
-                self.seq.rgb[i],
-                self.seq.rgb[j],
+                self.gray(i),
+                self.gray(j),
                 self.method,
                 gt=gt,
                 noise_px=self.noise_px,
@@ -130,8 +139,9 @@ def _mad_threshold(r: np.ndarray, valid: np.ndarray, floor: float, k: float) -> 
 
 @functools.lru_cache(maxsize=8)
 def _design(h: int, w: int) -> np.ndarray:
-    v, u = np.mgrid[0:h, 0:w].astype(float)
-    A = np.stack([u / w, v / h, np.ones_like(u)], axis=-1)
+    """Affine design ``(3, H·W)``: rows u/W, v/H, 1."""
+    g = pixel_grid(h, w)
+    A = np.stack([g[0].ravel() / w, g[1].ravel() / h, np.ones(h * w)])
     A.setflags(write=False)
     return A
 
@@ -143,21 +153,28 @@ def _global_move(e: np.ndarray, cand: np.ndarray, model: str) -> tuple[np.ndarra
     Starts from the candidates with the smaller half of the raw residual, so up to ~50 % of
     moving pixels do not bias the fit, then refits on the best 60 %."""
     _, h, w = e.shape
-    if cand.sum() < 10:
-        cand = np.ones((h, w), bool)
-    r0 = np.linalg.norm(e, axis=0)
-    sel = cand & (r0 <= np.median(r0[cand]))
+    ef = e.reshape(2, -1)
+    cf = cand.ravel()
+    if np.count_nonzero(cf) < 10:
+        cf = np.ones(h * w, bool)
+    ci = np.flatnonzero(cf)
+    r0 = np.hypot(ef[0], ef[1])
+    sel = ci[r0[ci] <= np.median(r0[ci])]
     A = _design(h, w)
     for _ in range(2):
         if model == "median":
             coef = np.zeros((3, 2))
-            coef[2] = np.median(e[:, sel], axis=1)
+            coef[2] = np.median(ef[:, sel], axis=1)
         else:  # least squares through the 3×3 normal equations
-            As = A[sel]
-            coef = np.linalg.solve(As.T @ As + 1e-9 * np.eye(3), As.T @ e[:, sel].T)
-        res = np.linalg.norm(e - np.moveaxis(A @ coef, -1, 0), axis=0)
-        sel = cand & (res <= np.quantile(res[cand], 0.6))
-    return np.moveaxis(A @ coef, -1, 0), sel
+            As = A[:, sel]
+            coef = np.linalg.solve(As @ As.T + 1e-9 * np.eye(3), As @ ef[:, sel].T)
+        g = coef.T @ A
+        d = ef - g
+        res = np.hypot(d[0], d[1])
+        sel = ci[res[ci] <= np.quantile(res[ci], 0.6)]
+    mask = np.zeros(h * w, bool)
+    mask[sel] = True
+    return g.reshape(2, h, w), mask.reshape(h, w)
 
 
 def single_threshold_mask(
@@ -212,11 +229,15 @@ class MotionCueDetector:
         score = np.zeros((h, w))
         cand = ~prev_mask if prev_mask is not None else np.ones((h, w), bool)
         out: dict[str, np.ndarray] = {}
-        D_smooth = flows.smooth_depth(D, t)
-        for o in offsets:
-            j = t + o
+        js = [t + o for o in offsets]
+        # one validation and one back-projection of frame t for all its pairs
+        uv_all, _ = warp_depth(D[t], K, P[t], P[js])
+        fe_all = uv_all - pixel_grid(h, w)[:2]
+        if cfg.depth_cue:
+            uvd_all, zd_all = warp_depth(flows.smooth_depth(D, t), K, P[t], P[js])
+        for n_pair, (o, j) in enumerate(zip(offsets, js, strict=True)):
             fo = flows(t, j)
-            fe = ego_flow(D[t], K, P[t], P[j])
+            fe = fe_all[n_pair]
             if o == primary:
                 out["single"] = single_threshold_mask(fo, fe, cfg.tau_norm)
             valid = fb_consistency(fo, flows(j, t), cfg.fb_thresh_px)
@@ -225,16 +246,16 @@ class MotionCueDetector:
             if cfg.global_mean_move:
                 g, ref = _global_move(e, cand & valid, cfg.gmm_model)
                 e = e - g
-            r = np.linalg.norm(e, axis=0)
+            r = np.hypot(e[0], e[1])
             thr = _mad_threshold(r, ref, cfg.tau_px, cfg.mad_k)
             dyn = (r > thr) & valid
-            score = np.maximum(score, np.where(valid, r / thr, 0.0))
+            np.maximum(score, np.where(valid, r / thr, 0.0), out=score)
             if o == primary:
                 out["gmm"] = r > thr
             votes += dyn
             nvalid += valid
             if cfg.depth_cue:
-                uv, z = warp_depth(D_smooth, K, P[t], P[j])
+                uv, z = uvd_all[n_pair], zd_all[n_pair]
                 ui = np.clip(np.round(uv[0]).astype(int), 0, w - 1)
                 vi = np.clip(np.round(uv[1]).astype(int), 0, h - 1)
                 zt = flows.smooth_depth(D, j)[vi, ui]

@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.ndimage import median_filter
 
-from iclr26.cognimap3d.camera import backproject
+from iclr26.cognimap3d.camera import backproject, median_depth
 from iclr26.cognimap3d.data import Sequence
 from iclr26.cognimap3d.graph import PoseGraph
 from iclr26.cognimap3d.memory import Keyframe, MemoryBank, descriptor_2d, descriptor_3d
@@ -95,7 +94,9 @@ class VisitResult:
         recalls: one record per verification attempt (keyframe, scene, fitness, rmse, accepted).
         anchors: keyframes that got a relocalisation anchor.
         scale: scale applied to the priors (1 without recall).
-        timings: seconds per module.
+        timings: wall-clock seconds per module.
+        cpu_timings: CPU seconds of this process per module (all threads): what the module
+            costs regardless of other load on the machine.
     """
 
     poses: np.ndarray
@@ -109,6 +110,27 @@ class VisitResult:
     anchors: list[int]
     scale: float
     timings: dict[str, float]
+    cpu_timings: dict[str, float] = field(default_factory=dict)
+
+
+class _Clock:
+    """Wall-clock and process CPU seconds accumulated per module."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    @staticmethod
+    def start() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
+    def add(self, key: str, start: tuple[float, float]) -> None:
+        self.wall[key] = self.wall.get(key, 0.0) + time.perf_counter() - start[0]
+        self.cpu[key] = self.cpu.get(key, 0.0) + time.process_time() - start[1]
+
+    def touch(self, key: str) -> None:
+        self.wall.setdefault(key, 0.0)
+        self.cpu.setdefault(key, 0.0)
 
 
 def _sim(T: np.ndarray) -> tuple[float, np.ndarray]:
@@ -147,7 +169,7 @@ class CogniMap3D:
     def _static_cloud(self, depth, K, mask, rgb, conf):
         st = self.config.point_stride
         # a 3×3 median removes most per-pixel prior noise before ICP and fusion
-        pts = backproject(median_filter(depth, size=3), K)[::st, ::st]
+        pts = backproject(median_depth(depth), K)[::st, ::st]
         keep = ~mask[::st, ::st] & (conf[::st, ::st] > 0.5) & (depth[::st, ::st] > 0)
         return pts[keep], rgb[::st, ::st][keep]
 
@@ -175,16 +197,16 @@ class CogniMap3D:
         if len(seq) < 3:
             raise ValueError(f"a visit needs at least 3 frames, got {len(seq)}")
         cfg, bank = self.config, self.memory
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+        clock = _Clock()
+        t0 = clock.start()
         if priors is None:
             priors = self.prior(seq)
         if not isinstance(priors, Priors):
             raise TypeError(f"prior must return Priors, got {type(priors).__name__}")
         priors.validate(len(seq))
-        timings["prior"] = time.perf_counter() - t0
+        clock.add("prior", t0)
 
-        t0 = time.perf_counter()
+        t0 = clock.start()
         if masks is not None:
             masks = np.asarray(masks)
             if masks.shape != seq.depth.shape or masks.dtype != bool:
@@ -199,7 +221,7 @@ class CogniMap3D:
                 prev = self.detector.detect(seq, priors, t, flows, prev)
                 masks.append(prev)
             masks = np.stack(masks)
-            timings["flow+cues"] = time.perf_counter() - t0
+            clock.add("flow+cues", t0)
         elif cfg.masking == "gt":
             if seq.dyn_mask is None:
                 raise ValueError("masking='gt' needs ground-truth dynamic masks")
@@ -207,7 +229,7 @@ class CogniMap3D:
         else:
             masks = np.zeros(seq.depth.shape, bool)
 
-        t0 = time.perf_counter()
+        t0 = clock.start()
         kf_idx = list(range(0, len(seq), cfg.keyframe_stride))
         clouds, colors, d2, d3, meds = {}, {}, {}, {}, {}
         for k in kf_idx:
@@ -222,22 +244,21 @@ class CogniMap3D:
             d2[k] = descriptor_2d(seq.rgb[k])
             d3[k] = descriptor_3d(p)
             meds[k] = float(np.median(p[:, 2]))
-        timings["descriptors"] = time.perf_counter() - t0
+        clock.add("descriptors", t0)
 
         P = priors.poses
         M = None  # similarity visit frame -> scene frame
         scene = None
         recalls: list[dict] = []
-        t_ret = t_icp = 0.0
         if cfg.use_memory and bank.scenes:
             bank.reset_votes()
             for n, k in enumerate(kf_idx):
-                ta = time.perf_counter()
+                ta = clock.start()
                 sid, hits = bank.propose(d2[k], d3[k])
-                t_ret += time.perf_counter() - ta
+                clock.add("retrieval", ta)
                 if sid is None:
                     continue
-                ta = time.perf_counter()
+                ta = clock.start()
                 window = kf_idx[max(0, n - cfg.local_window + 1) : n + 1]
                 local = np.concatenate([clouds[j] @ P[j][:3, :3].T + P[j][:3, 3] for j in window])
                 best = None
@@ -264,7 +285,7 @@ class CogniMap3D:
                     )
                     if best is None or res.fitness > best.fitness:
                         best = res
-                t_icp += time.perf_counter() - ta
+                clock.add("icp", ta)
                 if best is not None and best.accepted:
                     M, scene = best.T, sid
                     log.info(
@@ -275,7 +296,7 @@ class CogniMap3D:
                         best.fitness,
                     )
                     break
-        timings["retrieval"] = t_ret
+        clock.touch("retrieval")
 
         scale = 1.0
         anchors: list[int] = []
@@ -286,7 +307,7 @@ class CogniMap3D:
             Pm[:, :3, 3] *= scale
             Pm = Mr @ Pm
             depths = priors.depth * scale
-            ta = time.perf_counter()
+            ta = clock.start()
             graph = PoseGraph()
             sig = np.asarray(cfg.odo_sigmas, dtype=float)
             for t in range(len(seq) - 1):
@@ -315,20 +336,20 @@ class CogniMap3D:
                         p_w, q_c = bank.correspondences(pts, scene, res.T, cfg.landmarks)
                         if len(p_w):
                             graph.add_landmarks(k, p_w, q_c, s_a, robust=cfg.robust)
-            t_icp += time.perf_counter() - ta
-            ta = time.perf_counter()
+            clock.add("icp", ta)
+            ta = clock.start()
             if cfg.optimize and anchors:
                 opt = graph.optimize({t: Pm[t] for t in range(len(seq))}, backend=cfg.backend)
                 poses = np.stack([opt[t] for t in range(len(seq))])
             else:
                 poses = Pm
-            timings["graph"] = time.perf_counter() - ta
+            clock.add("graph", ta)
         else:
             poses = P.copy()
-            timings["graph"] = 0.0
-        timings["icp"] = t_icp
+            clock.touch("graph")
+        clock.touch("icp")
 
-        t0 = time.perf_counter()
+        t0 = clock.start()
         pts_w, cols_w, new_kfs = [], [], []
         for k in kf_idx:
             pc = clouds[k] * scale
@@ -345,7 +366,7 @@ class CogniMap3D:
                 sid_out = bank.store(static_map, static_colors, new_kfs, visit_id)
         else:
             sid_out = None
-        timings["memory_update"] = time.perf_counter() - t0
+        clock.add("memory_update", t0)
         return VisitResult(
             poses=poses,
             depths=depths,
@@ -357,5 +378,6 @@ class CogniMap3D:
             recalls=recalls,
             anchors=anchors,
             scale=scale,
-            timings=timings,
+            timings=clock.wall,
+            cpu_timings=clock.cpu,
         )

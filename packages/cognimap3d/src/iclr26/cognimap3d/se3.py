@@ -162,7 +162,12 @@ def check_poses(
 
 
 def umeyama(
-    src: np.ndarray, dst: np.ndarray, with_scale: bool = True, weights: np.ndarray | None = None
+    src: np.ndarray,
+    dst: np.ndarray,
+    with_scale: bool = True,
+    weights: np.ndarray | None = None,
+    *,
+    check_input: bool = True,
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Least-squares similarity ``dst ≈ s R src + t`` (Umeyama 1991), reflections excluded.
 
@@ -170,10 +175,14 @@ def umeyama(
         src, dst: corresponding points ``(N, 3)``, N >= 3, finite.
         with_scale: estimate ``s`` (Sim(3)); else ``s = 1`` (SE(3), the Kabsch solution).
         weights: optional non-negative weights ``(N,)``.
+        check_input: validate the inputs (as scikit-learn's ``check_input``); callers that
+            already hold validated float arrays (ICP's inner loop) pass ``False``.
 
     Returns:
         ``(s, R, t)`` with ``R`` a proper rotation (det +1).
     """
+    if not check_input and weights is None:
+        return _umeyama(src, dst, with_scale)
     check_array(src, "src", shape=(None, 3))
     check_array(dst, "dst", shape=(None, 3))
     src = np.asarray(src, dtype=float)
@@ -200,5 +209,27 @@ def umeyama(
     R = U @ S @ Vt
     var_s = float(w @ np.sum(xs * xs, axis=1))
     s = float(np.sum(D * np.diag(S)) / var_s) if with_scale and var_s > _EPS else 1.0
+    t = mu_d - s * R @ mu_s
+    return s, R, t
+
+
+def _umeyama(
+    src: np.ndarray, dst: np.ndarray, with_scale: bool
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Unweighted Umeyama on validated ``(N, 3)`` float arrays (same maths as :func:`umeyama`)."""
+    n = src.shape[0]
+    mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
+    xs = src - mu_s
+    cov = (dst - mu_d).T @ xs / n
+    U, D, Vt = np.linalg.svd(cov)
+    S = np.ones(3)
+    if np.linalg.det(U) * np.linalg.det(Vt) < 0:
+        S[2] = -1.0
+    R = (U * S) @ Vt
+    s = 1.0
+    if with_scale:
+        var_s = float(np.einsum("ij,ij->", xs, xs) / n)
+        if var_s > _EPS:
+            s = float(np.sum(D * S) / var_s)
     t = mu_d - s * R @ mu_s
     return s, R, t
