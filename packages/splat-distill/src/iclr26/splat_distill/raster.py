@@ -35,6 +35,9 @@ __all__ = ["compositing_weights", "rasterize_features"]
 
 Backend = Literal["torch-dense", "torch-tiled", "gsplat"]
 
+#: Weight entries (tiles × tile² × Gaussians per tile) the tiled backend computes per block.
+TILED_BLOCK_ENTRIES = 1 << 16
+
 
 def _project(g: Gaussians, cam: Camera, near: float, far: float, eps2d: float):
     """Screen-space means [M,2], conics [M,3], opacities, depths, features, kept index."""
@@ -178,7 +181,7 @@ def rasterize_features(
     cutoff_sigma: float | None = 3.0,
     backend: Backend = "torch-tiled",
     tile: int = 16,
-    chunk: int = 2048,
+    chunk: int = 256,
 ) -> dict[str, Tensor]:
     """Alpha-composite the Gaussians' features into ``cam`` (differentiable w.r.t. every input).
 
@@ -192,11 +195,13 @@ def rasterize_features(
         alpha_min, alpha_max: 3DGS's 1/255 skip and 0.99 cap.
         t_min: early-stop transmittance (3DGS: 1e-4); 0 disables it.
         cutoff_sigma: Mahalanobis cut-off of each footprint (``None``: none; dense only).
-        backend: ``"torch-dense"`` (every pixel × every Gaussian, pixel chunks of ``chunk``),
+        backend: ``"torch-dense"`` (pixel chunks of ``chunk`` × every Gaussian whose cut-off
+            box reaches the chunk; every Gaussian when ``cutoff_sigma=None``),
             ``"torch-tiled"`` (Gaussians binned to ``tile × tile`` tiles by their 3σ box), or
             ``"gsplat"`` (``gsplat.rasterization``; CUDA tensors and gsplat installed).
         tile: tile side in pixels for the tiled backend.
-        chunk: pixels per dense block (memory ≈ chunk · N floats per temporary).
+        chunk: pixels per dense block (memory ≈ chunk · N floats per temporary; 256 keeps a
+            block's temporaries in cache at N = 4,096).
 
     Returns:
         ``{"features": [C, H, W], "alpha": [H, W], "depth": [H, W]}``.
@@ -225,14 +230,9 @@ def rasterize_features(
         mean2d, conic, opac, z, f, radius, _ = proj
         args = (alpha_min, alpha_max, t_min, cutoff_sigma)
         if backend == "torch-dense":
-            uv = pixel_grid(H, W, device=dev, dtype=dtype).reshape(-1, 2)
-            parts = []
-            for s in range(0, H * W, chunk):
-                w = _weights(uv[s : s + chunk], mean2d, conic, opac, None, *args)
-                parts.append(torch.cat([w @ f, w.sum(1, keepdim=True), w @ z[:, None]], dim=1))
-            out = torch.cat(parts)
+            out = _dense(mean2d, conic, opac, z, f, radius, H, W, chunk, args, cutoff_sigma)
         else:
-            out = _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, chunk, args, cutoff_sigma)
+            out = _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, args, cutoff_sigma)
         feats, alpha, depth_sum = out[:, :C], out[:, C], out[:, C + 1]
     if background is not None:
         feats = feats + (1 - alpha)[:, None] * background.to(dtype)
@@ -244,7 +244,35 @@ def rasterize_features(
     }
 
 
-def _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, chunk, args, cutoff_sigma):
+def _dense(mean2d, conic, opac, z, f, radius, H, W, chunk, args, cutoff_sigma):
+    """Pixel blocks of ``chunk`` × the Gaussians (in depth order) that can reach the block.
+
+    With a cut-off, a Gaussian whose ``cutoff_sigma`` box misses the block's pixel centres has
+    α = 0 on all of them, so it adds nothing to the colour and ``log(1 − α) = 0`` to every
+    transmittance: dropping it for that block is exact. Features, alpha and depth come from one
+    matmul with ``[f | 1 | z]``.
+    """
+    uv = pixel_grid(H, W, device=mean2d.device, dtype=mean2d.dtype).reshape(-1, 2)
+    fz = torch.cat([f, torch.ones_like(z)[:, None], z[:, None]], dim=1)
+    if cutoff_sigma is not None:
+        m = mean2d.detach()
+        r = (cutoff_sigma * radius).detach()[:, None]
+        box_lo, box_hi = m - r, m + r
+    parts = []
+    for s in range(0, H * W, chunk):
+        u = uv[s : s + chunk]
+        if cutoff_sigma is None:
+            w = _weights(u, mean2d, conic, opac, None, *args)
+            parts.append(w @ fz)
+            continue
+        reach = ((box_hi >= u.min(0).values) & (box_lo <= u.max(0).values)).all(1)
+        sel = reach.nonzero().squeeze(1)  # increasing, so the depth order is kept
+        w = _weights(u, mean2d[sel], conic[sel], opac[sel], None, *args)
+        parts.append(w @ fz[sel])
+    return torch.cat(parts)
+
+
+def _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, args, cutoff_sigma):
     """Per-tile dense compositing over the Gaussians whose cut-off box touches the tile."""
     dev, dtype = mean2d.device, mean2d.dtype
     nty, ntx = -(-H // tile), -(-W // tile)
@@ -274,13 +302,19 @@ def _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, chunk, args, cutoff_si
         ).reshape(-1, 1, 2).to(dtype)  # fmt: skip
         uv = origin + local[None]  # [tiles, tile², 2]
         fz = torch.cat([f, torch.ones_like(z)[:, None], z[:, None]], dim=1)
-        per = max(1, (2 * chunk * 1024) // (tile * tile * kmax))  # ≈ 2·chunk·1024 entries
-        blocks = []
-        for s in range(0, n_tiles, per):
-            o = order[s : s + per]
-            w = _weights(uv[s : s + per], mean2d[o], conic[o], opac[o], valid[s : s + per], *args)
+        # tiles in decreasing order of their Gaussian count, so each block pads its lists only
+        # to its own largest count (not the image's); empty tiles stay zero
+        by_count = torch.argsort(counts, descending=True, stable=True)
+        blocks, block_tiles = [], []
+        s = 0
+        while s < n_tiles and (k := int(counts[by_count[s]])) > 0:
+            ids = by_count[s : s + max(1, TILED_BLOCK_ENTRIES // (tile * tile * k))]
+            o = order[ids, :k]
+            w = _weights(uv[ids], mean2d[o], conic[o], opac[o], valid[ids, :k], *args)
             blocks.append(torch.bmm(w, fz[o]))
-        out = torch.cat(blocks)
+            block_tiles.append(ids)
+            s += ids.numel()
+        out = out.index_copy(0, torch.cat(block_tiles), torch.cat(blocks))
     # tiles → image, dropping the padding beyond H × W
     img = out.reshape(nty, ntx, tile, tile, C + 2).permute(0, 2, 1, 3, 4)
     img = img.reshape(nty * tile, ntx * tile, C + 2)[:H, :W]
