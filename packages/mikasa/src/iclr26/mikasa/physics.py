@@ -23,7 +23,16 @@ import numpy as np
 from iclr26.mikasa.data import COLORS, SHAPES
 from iclr26.mikasa.kinematic import MAX_DELTA, check_action, check_seed, obs_space
 from iclr26.mikasa.semantics import TaskBatch
-from iclr26.mikasa.spatial import TABLE_EDGE, SpatialBatch, SpatialSpec, sample_spatial_layout
+from iclr26.mikasa.spatial import (
+    PEG_GYRATION2,
+    PEG_HALF_WIDTH,
+    PEG_SEGMENT,
+    PUSH_SUBSTEPS,
+    TABLE_EDGE,
+    SpatialBatch,
+    SpatialSpec,
+    sample_spatial_layout,
+)
 from iclr26.mikasa.tasks import (
     BALL_RADIUS,
     CUBE_HALF,
@@ -344,15 +353,19 @@ OBJ_DAMPING = 20.0  # N·s/m on the planar joints of pushed objects: they stop w
 def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], list[int]]:
     """Compile the scene of a moving-object task.
 
-    Movable objects (cups, the TakeItBack cube, the Intercept ball) sit on two planar slide joints
-    (no tipping) and touch the gripper and each other through frictionless contacts, so a push
-    moves them along the contact normal as in the kinematic model; pushed objects are damped
-    (quasi-static sliding), the ball is not (it rolls at constant velocity and stops at
-    |x|, |y| = 1). Markers (goals, the ShellGamePush ball of the cue) are mocap bodies without
-    collision. Returns the model, the joint qpos address of each object (-1 for mocap objects)
-    and the mocap index of each object (-1 for movable ones).
+    Movable objects (cups, the TakeItBack cube, the Intercept ball, the Rotate peg) sit on two
+    planar slide joints (no tipping) and touch the gripper and each other through frictionless
+    contacts, so a push moves them along the contact normal as in the kinematic model; pushed
+    objects are damped (quasi-static sliding), the ball is not (it rolls at constant velocity and
+    stops at |x|, |y| = 1). Graspable objects (ShellGamePick cups, the InterceptGrab ball) also
+    have a vertical slide joint (gravity-compensated, limited to above the table), so a grasp can
+    lift them. The peg is a capsule with a yaw hinge whose damping is the translational damping
+    times c² = 0.12²/3, which gives the quasi-static push of the kinematic model's limit surface.
+    Markers (goals, the ShellGame ball of the cue) are mocap bodies without collision. Returns
+    the model, the joint qpos address of each object (-1 for mocap objects) and the mocap index
+    of each object (-1 for movable ones).
     """
-    movable, radius = spec.movable, spec.radius
+    movable, radius, graspable = spec.movable, spec.radius, spec.graspable
     layout = sample_spatial_layout(spec, np.random.default_rng(0))
     bodies, qadr, mocap_idx = [], [], []
     n_mocap = 0
@@ -370,6 +383,14 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
                     f'group="3" contype="1" conaffinity="1" condim="1"/>'
                     f'<geom type="box" size="{h} {h} {h}" rgba="{rgba}" contype="0" conaffinity="0"/>'
                 )
+            elif name == "capsule":  # the Rotate peg
+                a = PEG_SEGMENT
+                geoms = (
+                    f'<geom name="obj{j}" type="capsule" fromto="{-a} 0 0 {a} 0 0" '
+                    f'size="{PEG_HALF_WIDTH}" rgba="{rgba}" contype="1" conaffinity="1" '
+                    f'condim="1"/><geom type="sphere" pos="{a} 0 0" size="{PEG_HALF_WIDTH * 1.05}" '
+                    f'rgba="1 1 1 1" contype="0" conaffinity="0"/>'
+                )
             else:
                 geoms = (
                     f'<geom name="obj{j}" type="sphere" size="{radius[j]}" rgba="{rgba}" '
@@ -378,11 +399,23 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
             rolling = spec.rolling
             damp = 0.0 if rolling else OBJ_DAMPING
             rng = f'range="{-TABLE_EDGE} {TABLE_EDGE}" limited="true"' if rolling else ""
+            extra_joints = ""
+            if graspable[j]:
+                extra_joints = (
+                    f'<joint name="oz{j}" type="slide" axis="0 0 1" damping="{OBJ_DAMPING}" '
+                    f'range="0 0.4" limited="true"/>'
+                )
+            if name == "capsule":
+                extra_joints = (
+                    f'<joint name="oyaw{j}" type="hinge" axis="0 0 1" '
+                    f'damping="{OBJ_DAMPING * PEG_GYRATION2}"/>'
+                )
+            grav = ' gravcomp="1"' if graspable[j] else ""
             bodies.append(
-                f'<body name="obj{j}" pos="0 0 {z}">'
+                f'<body name="obj{j}" pos="0 0 {z}"{grav}>'
                 f'<joint name="ox{j}" type="slide" axis="1 0 0" damping="{damp}" {rng}/>'
                 f'<joint name="oy{j}" type="slide" axis="0 1 0" damping="{damp}" {rng}/>'
-                f"{geoms}</body>"
+                f"{extra_joints}{geoms}</body>"
             )
             mocap_idx.append(-1)
         else:
@@ -406,7 +439,8 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
         f'<position joint="{ax}" kp="{KP}" kv="{KV}" ctrlrange="{lo[i]} {hi[i]}" ctrllimited="true"/>'
         for i, ax in enumerate("xyz")
     )
-    n_obj_dof = 2 * int(movable.sum())
+    n_obj_dof = 2 * int(movable.sum()) + int((movable & graspable).sum())
+    n_obj_dof += sum(SHAPES[int(o[4])] == "capsule" for o in layout.objects[movable])
     start = " ".join(str(v) for v in TCP_START)
     key_qpos = start + " 0" * n_obj_dof
     xml = f"""
@@ -491,6 +525,25 @@ class SpatialMujocoEnv(MujocoEnv):
             int(self.model.jnt_dofadr[self.model.joint(f"ox{j}").id]) if q >= 0 else -1
             for j, q in enumerate(self._qadr)
         ]
+        names = {self.model.joint(k).name for k in range(self.model.njnt)}
+        self._has_z = [f"oz{j}" in names for j in range(spec.n_objects)]
+        self._has_yaw = [f"oyaw{j}" in names for j in range(spec.n_objects)]
+        self._base_z = self.model.body_pos[
+            [self.model.body(f"obj{j}").id for j in range(spec.n_objects)], 2
+        ].copy()
+        self._chunks = np.diff(np.linspace(0, self.substeps, PUSH_SUBSTEPS + 1).round()).astype(int)
+
+    def _write(self, j: int, present: bool = True) -> None:
+        """Copy object ``j``'s pose and velocity from the rules into the simulation."""
+        b, a, d = self.batch, self._qadr[j], self._dofadr[j]
+        self.data.qpos[a : a + 2] = b.obj_pos[0, j, :2] if present else (3.0 + j, 3.0)
+        self.data.qvel[d : d + 2] = b.obj_vel[0, j] if present else 0.0
+        if self._has_z[j]:
+            self.data.qpos[a + 2] = b.obj_pos[0, j, 2] - self._base_z[j]
+            self.data.qvel[d + 2] = 0.0
+        if self._has_yaw[j]:
+            self.data.qpos[a + 2] = b.obj_yaw[0, j]
+            self.data.qvel[d + 2] = 0.0
 
     def _place(self) -> None:
         """Put every object where the rules say it is (present) or out of the scene (hidden)."""
@@ -500,11 +553,7 @@ class SpatialMujocoEnv(MujocoEnv):
         for j in range(self.spec_task.n_objects):
             if self._qadr[j] >= 0:
                 if present[j] != self._present[j] or not present[j]:
-                    a = self._qadr[j]
-                    xy = b.obj_pos[0, j, :2] if present[j] else (3.0 + j, 3.0)
-                    self.data.qpos[a : a + 2] = xy
-                    d = self._dofadr[j]
-                    self.data.qvel[d : d + 2] = b.obj_vel[0, j] if present[j] else 0.0
+                    self._write(j, bool(present[j]))
             else:
                 k = self._mocap[j]
                 pos = b.obj_pos[0, j].copy()
@@ -523,6 +572,10 @@ class SpatialMujocoEnv(MujocoEnv):
                 b.obj_pos[0, j, :2] = self.data.qpos[a : a + 2]
                 d = self._dofadr[j]
                 b.obj_vel[0, j] = self.data.qvel[d : d + 2]
+                if self._has_z[j]:
+                    b.obj_pos[0, j, 2] = self._base_z[j] + self.data.qpos[a + 2]
+                if self._has_yaw[j]:
+                    b.obj_yaw[0, j] = self.data.qpos[a + 2]
 
     def _obs(self):
         tcp, vel = self._tcp()
@@ -560,7 +613,20 @@ class SpatialMujocoEnv(MujocoEnv):
         if not (self.hold_until_act and b.t[0] < self._act_start):
             target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
             self.data.ctrl[:3] = target
-        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
+        if self.spec_task.grasping:  # the grasp rule is checked between substep chunks
+            for k in self._chunks:
+                mujoco.mj_step(self.model, self.data, nstep=int(k))
+                self._read_objects()
+                b.update_grasp(*self._tcp())
+                j = int(b.grasped[0])
+                if j >= 0:  # the held object moves with the gripper
+                    self._write(j)
+                    d = self._dofadr[j]
+                    self.data.qvel[d : d + 2] = self.data.qvel[:2]
+                    if self._has_z[j]:
+                        self.data.qvel[d + 2] = self.data.qvel[2]
+        else:
+            mujoco.mj_step(self.model, self.data, nstep=self.substeps)
         self._read_objects()
         tcp, vel = self._tcp()
         reward, success, _ = b.advance(tcp, vel)
