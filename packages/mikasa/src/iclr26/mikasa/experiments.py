@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
 from typing import Any
 
@@ -322,7 +323,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     )  # fmt: skip
     n_oracle = 100 if quick else 200
     _oracles(report, n_oracle, seed, progress)
-    _spatial(report, n_oracle, 4 if quick else 20, seed, progress, mujoco_all=not quick)
+    _spatial(report, n_oracle, 10 if quick else 20, seed, progress, mujoco_all=not quick)
     leak_tasks = (
         ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
         if quick
@@ -565,6 +566,13 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     worst = max(mj_rows)
     report.check("MuJoCo wrapper within 1.5× of a bare mj_step loop", worst <= 1.5,
                  f"wrapper/bare time ratio {worst:.2f} (worst task)")  # fmt: skip
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    report.note(
+        f"Load average at the end of the run: {load:.1f} on {os.cpu_count()} CPUs (the rates "
+        "are wall-clock; other jobs on the machine lower them). The 1,024-environment rates "
+        "include the resets: every environment starts a new episode every T steps."
+    )
+    report.metric("load_average", load)
     report.metric("kinematic_steps_per_s_1024", kin_1024)
     report.metric("mujoco_wrapper_over_bare", worst)
     fig, ax = plt.subplots(figsize=(7, 3.5))

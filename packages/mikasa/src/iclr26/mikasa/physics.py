@@ -195,16 +195,32 @@ class MujocoEnv(gym.Env):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
+        self.model, self._pools = build_model(spec)
+        self._setup(spec, TaskBatch, obs_mode, reward_mode, render_mode, control_dt,
+                    hold_until_act, terminate_on_success, image_size)  # fmt: skip
+        self._frame = -1
+        n_mocap = self.model.nmocap
+        self._hidden_pos = np.stack(
+            [0.5 + 0.1 * np.arange(n_mocap), np.zeros(n_mocap), np.full(n_mocap, HIDDEN_Z)], -1
+        )
+        self._body_geoms = []
+        for k in range(n_mocap):
+            bid = self.model.body(f"obj{k}").id
+            adr = int(self.model.body_geomadr[bid])
+            self._body_geoms.append((adr, adr + int(self.model.body_geomnum[bid])))
+
+    def _setup(self, spec, batch_cls, obs_mode, reward_mode, render_mode, control_dt,
+               hold_until_act, terminate_on_success, image_size) -> None:  # fmt: skip
+        """What both MuJoCo environments set up once ``self.model`` exists."""
         _check_env_args(obs_mode, render_mode, control_dt)
         self.spec_task = spec
         self.obs_mode = obs_mode
         self.render_mode = render_mode
-        self.model, self._pools = build_model(spec)
         self.data = mujoco.MjData(self.model)
         self.substeps = max(1, round(control_dt / TIMESTEP))
         self.hold_until_act = hold_until_act
         self.terminate_on_success = terminate_on_success
-        self.batch = TaskBatch(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
+        self.batch = batch_cls(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
         self.image_size = image_size
         self._renderer: Any = None
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
@@ -219,21 +235,28 @@ class MujocoEnv(gym.Env):
         else:
             self.observation_space = obs_space(self.batch.layout.dim)
         self._layout = None
-        self._frame = -1
         self._done = True
         self._success = np.zeros(1, bool)
         self._phases = [spec.phase(t) for t in range(spec.T + 1)]
-        n_mocap = self.model.nmocap
-        self._hidden_pos = np.stack(
-            [0.5 + 0.1 * np.arange(n_mocap), np.zeros(n_mocap), np.full(n_mocap, HIDDEN_Z)], -1
-        )
-        self._body_geoms = []
-        for k in range(n_mocap):
-            bid = self.model.body(f"obj{k}").id
-            adr = int(self.model.body_geomadr[bid])
-            self._body_geoms.append((adr, adr + int(self.model.body_geomnum[bid])))
         self._act_start = spec.act_start
         self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
+
+    def _set_target(self, action: Any) -> None:
+        """Check ``action`` and move the set-point (ignored before the act phase if held)."""
+        if self._done:
+            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
+        a = check_action(action, (3,))
+        if not (self.hold_until_act and self.batch.t[0] < self._act_start):
+            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
+            self.data.ctrl[:3] = target
+
+    def _finish_step(self, reward: np.ndarray, success: np.ndarray):
+        self._success = success
+        t = int(self.batch.t[0])
+        terminated = bool(success[0]) and self.terminate_on_success
+        truncated = t >= self.spec_task.T and not terminated
+        self._done = terminated or truncated
+        return self._obs(), float(reward[0]), terminated, truncated, self._info()
 
     def _make_renderer(self, size: int):
         try:
@@ -313,23 +336,12 @@ class MujocoEnv(gym.Env):
         }
 
     def step(self, action):
-        if self._done:
-            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
-        a = check_action(action, (3,))
+        self._set_target(action)
         b = self.batch
-        if not (self.hold_until_act and b.t[0] < self._act_start):
-            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
-            self.data.ctrl[:3] = target
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
-        tcp, vel = self._tcp()
-        reward, success, _ = b.advance(tcp, vel)
-        self._success = success
-        t = int(b.t[0])
-        self._show_frame(int(b.frame_of_t[t]))
-        terminated = bool(success[0]) and self.terminate_on_success
-        truncated = t >= self.spec_task.T and not terminated
-        self._done = terminated or truncated
-        return self._obs(), float(reward[0]), terminated, truncated, self._info()
+        reward, success, _ = b.advance(*self._tcp())
+        self._show_frame(int(b.frame_of_t[int(b.t[0])]))
+        return self._finish_step(reward, success)
 
     def render(self):
         if self.render_mode != "rgb_array":
@@ -489,35 +501,9 @@ class SpatialMujocoEnv(MujocoEnv):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
-        _check_env_args(obs_mode, render_mode, control_dt)
-        self.spec_task = spec
-        self.obs_mode = obs_mode
-        self.render_mode = render_mode
         self.model, self._qadr, self._mocap = build_spatial_model(spec)
-        self.data = mujoco.MjData(self.model)
-        self.substeps = max(1, round(control_dt / TIMESTEP))
-        self.hold_until_act = hold_until_act
-        self.terminate_on_success = terminate_on_success
-        self.batch = SpatialBatch(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
-        self.image_size = image_size
-        self._renderer: Any = None
-        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
-        if obs_mode == "rgb":
-            self._renderer = self._make_renderer(image_size)
-            self.observation_space = gym.spaces.Dict(
-                {
-                    "rgb": gym.spaces.Box(0, 255, (image_size, image_size, 6), np.uint8),
-                    "proprio": obs_space(7),
-                }
-            )
-        else:
-            self.observation_space = obs_space(self.batch.layout.dim)
-        self._layout = None
-        self._done = True
-        self._success = np.zeros(1, bool)
-        self._phases = [spec.phase(t) for t in range(spec.T + 1)]
-        self._act_start = spec.act_start
-        self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
+        self._setup(spec, SpatialBatch, obs_mode, reward_mode, render_mode, control_dt,
+                    hold_until_act, terminate_on_success, image_size)  # fmt: skip
         self._movable = np.flatnonzero(spec.movable)
         self._qidx = np.array([self._qadr[j] for j in self._movable], int)
         self._present = np.ones(spec.n_objects, bool)
@@ -577,17 +563,6 @@ class SpatialMujocoEnv(MujocoEnv):
                 if self._has_yaw[j]:
                     b.obj_yaw[0, j] = self.data.qpos[a + 2]
 
-    def _obs(self):
-        tcp, vel = self._tcp()
-        obs = self.batch.observe(tcp, vel)[0]
-        if self.obs_mode != "rgb":
-            return obs
-        images = []
-        for cam in ("overhead", "gripper"):
-            self._renderer.update_scene(self.data, camera=cam)
-            images.append(self._renderer.render())
-        return {"rgb": np.concatenate(images, -1), "proprio": obs[:7].copy()}
-
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         check_seed(seed)
         gym.Env.reset(self, seed=seed)
@@ -606,13 +581,8 @@ class SpatialMujocoEnv(MujocoEnv):
         return self._obs(), self._info()
 
     def step(self, action):
-        if self._done:
-            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
-        a = check_action(action, (3,))
+        self._set_target(action)
         b = self.batch
-        if not (self.hold_until_act and b.t[0] < self._act_start):
-            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
-            self.data.ctrl[:3] = target
         if self.spec_task.grasping:  # the grasp rule is checked between substep chunks
             for k in self._chunks:
                 mujoco.mj_step(self.model, self.data, nstep=int(k))
@@ -628,15 +598,9 @@ class SpatialMujocoEnv(MujocoEnv):
         else:
             mujoco.mj_step(self.model, self.data, nstep=self.substeps)
         self._read_objects()
-        tcp, vel = self._tcp()
-        reward, success, _ = b.advance(tcp, vel)
-        self._success = success
+        reward, success, _ = b.advance(*self._tcp())
         self._place()
-        t = int(b.t[0])
-        terminated = bool(success[0]) and self.terminate_on_success
-        truncated = t >= self.spec_task.T and not terminated
-        self._done = terminated or truncated
-        return self._obs(), float(reward[0]), terminated, truncated, self._info()
+        return self._finish_step(reward, success)
 
 
 def make_mujoco_env(spec: TaskSpec | SpatialSpec, **kwargs: Any) -> MujocoEnv:

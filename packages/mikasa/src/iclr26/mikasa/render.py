@@ -37,7 +37,7 @@ def episode_strip(env_id: str, policy: Any, *, seed: int = 0, steps: list[int] |
         frames.append((obs, info))
     if steps is None:
         steps = sorted(
-            {0, spec.cue_end - 1, spec.act_start, (spec.act_start + spec.T) // 2, spec.T}
+            {0, max(spec.cue_end - 1, 0), spec.act_start, (spec.act_start + spec.T) // 2, spec.T}
         )
     fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
     path = np.array([f[0][:3] for f in frames])
