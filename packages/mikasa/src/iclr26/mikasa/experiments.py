@@ -500,6 +500,12 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             )
             rows.append({"environment": f"{spec.name} kinematic", "num_envs": n, **r})
     kin_1024 = rows[1]["steps/s"]
+    # the resets alone (every environment starts over every T steps): environments reset per second
+    reset_env = KinematicVectorEnv(get_spec("MikasaLite/RememberColor3-v0"), 1024)
+    reset_env.reset(seed=seed)
+    r = _steps_per_second(lambda env=reset_env: env.reset(), 5, 1024, repeats)
+    rows.append({"environment": "RememberColor3 kinematic, reset() only (envs reset/s)",
+                 "num_envs": 1024, **r})  # fmt: skip
     mj_rows, ratio_rows = [], []
     for env_id in ("MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"):
         spec = get_spec(env_id)
