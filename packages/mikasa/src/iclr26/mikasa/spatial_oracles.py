@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from iclr26.mikasa.kinematic import MAX_DELTA, check_seed
+from iclr26.mikasa.oracles import check_oracle_obs
 from iclr26.mikasa.spatial import (
     PEG_GYRATION2,
     PEG_HALF_WIDTH,
@@ -234,22 +235,9 @@ class SpatialOracle:
         self.yaw0 = np.zeros(n)
         self.end = np.ones(n)
 
-    def _check(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float64)
-        if obs.ndim == 1:
-            obs = obs[None]
-        if obs.ndim != 2 or obs.shape[1] != self.layout.dim:
-            raise ValueError(
-                f"obs must have shape (num_envs, {self.layout.dim}) for {self.spec.env_id} in "
-                f"{self.obs_mode} mode, got {obs.shape}"
-            )
-        if self.num_envs != len(obs):
-            self.reset(len(obs))
-        return obs
-
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Actions (num_envs, 3) for observations (num_envs, dim)."""
-        obs = self._check(obs)
+        obs = check_oracle_obs(self, obs)
         t = np.rint(obs[:, 6] * self.spec.T).astype(np.int64)
         new = t == 0
         if new.any():  # an episode (re)started in these envs
