@@ -183,3 +183,19 @@ def test_normalized_dense_in_unit_interval_on_random_rollouts():
 def test_dense_maxima_are_the_official_ones():
     for spec in TASKS.values():
         assert spec.dense_max == (100.0 if spec.family in ("bunch", "seq", "chain") else 3.0)
+
+
+@pytest.mark.parametrize("env_id", ["ShellGameTouch-v0", "RememberShapeAndColor5x3-v0",
+                                    "ChainOfColors7-v0"])  # fmt: skip
+def test_batched_resets_equal_one_at_a_time(env_id):
+    spec = get_spec(env_id)
+    lays = [sample_layout(spec, np.random.default_rng(s)) for s in range(6)]
+    one, many = TaskBatch(spec, 6, "state"), TaskBatch(spec, 6, "state")
+    for i, lay in enumerate(lays):
+        one.set_layout(i, lay)
+    many.set_layouts(np.array([4, 0, 5, 1, 3, 2]), [lays[i] for i in (4, 0, 5, 1, 3, 2)])
+    for name in ("slot_feats", "obj_feats", "obj_visible", "oracle_onehot", "touch_points",
+                 "targets", "_is_target", "_target_point"):  # fmt: skip
+        np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
+    tcp, vel = np.zeros((6, 3)), np.zeros((6, 3))
+    np.testing.assert_array_equal(one.observe(tcp, vel), many.observe(tcp, vel))

@@ -1,4 +1,4 @@
-"""The moving-object tasks: ShellGamePush, Intercept{Slow,Medium,Fast}, TakeItBack."""
+"""The moving-object tasks: ShellGame{Push,Pick}, Intercept*, InterceptGrab*, TakeItBack, Rotate*."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from iclr26.mikasa.taxonomy import MemoryType
 
 IDS = list(SPATIAL_TASKS)
 OFFICIAL_T = {
-    "ShellGamePush": 90, "InterceptSlow": 90, "InterceptMedium": 90, "InterceptFast": 90,
-    "TakeItBack": 180,
+    "ShellGamePush": 90, "ShellGamePick": 90, "InterceptSlow": 90, "InterceptMedium": 90,
+    "InterceptFast": 90, "InterceptGrabSlow": 90, "InterceptGrabMedium": 90,
+    "InterceptGrabFast": 90, "TakeItBack": 180, "RotateLenientPos": 90,
+    "RotateLenientPosNeg": 90, "RotateStrictPos": 90, "RotateStrictPosNeg": 90,
 }  # fmt: skip
 
 
@@ -34,10 +36,21 @@ def test_registered_with_official_timeout_and_check_env(env_id):
         env.close()
 
 
+def test_every_official_robo_id_is_mapped():
+    assert MISSING == ()
+    assert (
+        len([k for k in mk.OFFICIAL_TO_LITE if not k.startswith(("T-Maze", "MemoryLength"))]) == 32
+    )
+
+
 def test_taxonomy_entries():
-    assert mk.task_info("ShellGamePush-v0").memory_types == (MemoryType.OBJECT,)
+    for name in ("ShellGamePush", "ShellGamePick", "RotateStrictPos", "RotateStrictPosNeg"):
+        assert mk.task_info(f"{name}-v0").memory_types == (MemoryType.OBJECT,)  # official labels
     assert mk.task_info("ShellGamePush-v0").chance_success == pytest.approx(1 / 3)
-    for name in ("InterceptSlow", "InterceptMedium", "InterceptFast", "TakeItBack"):
+    assert mk.task_info("ShellGamePick-v0").chance_success == pytest.approx(1 / 3)
+    for name in ("InterceptSlow", "InterceptMedium", "InterceptFast", "TakeItBack",
+                 "InterceptGrabSlow", "InterceptGrabFast", "RotateLenientPos",
+                 "RotateLenientPosNeg"):  # fmt: skip
         info = mk.task_info(f"{name}-v0")
         assert info.memory_types == (MemoryType.SPATIAL,)
         assert info.chance_success is None
@@ -51,7 +64,12 @@ def test_official_constants():
     assert s["MikasaLite/TakeItBack-v0"].goal_radius == 0.08
     vr = [s[f"MikasaLite/Intercept{n}-v0"].velocity_range for n in ("Slow", "Medium", "Fast")]
     assert vr == [(0.25, 0.5), (0.5, 0.75), (0.75, 1.0)]
-    assert [x.dense_max for x in s.values()] == [4.0, 30.0, 30.0, 30.0, 30.0]
+    assert [x.dense_max for x in s.values()] == [
+        4.0, 75.0, 30.0, 30.0, 30.0, 300.0, 300.0, 300.0, 30.0, 25.0, 25.0, 100.0, 100.0
+    ]  # fmt: skip
+    grab = [s[f"MikasaLite/InterceptGrab{n}-v0"].velocity_range for n in ("Slow", "Medium", "Fast")]
+    assert grab == vr
+    assert s["MikasaLite/RotateLenientPos-v0"].goal_radius == 0.1  # the angle tolerance (rad)
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -174,16 +192,18 @@ def _binomial_interval(p, n, z=2.576):
 @pytest.mark.parametrize("env_id", IDS)
 def test_oracle_bounds_kinematic(env_id):
     spec = SPATIAL_TASKS[env_id]
-    metric = "success_once" if spec.family == "intercept" else "success_at_end"
+    metric = spec.success_metric
     res = {k: mk.evaluate(env_id, mk.make_oracle(k, env_id), 100, seed=0) for k in
            ("memory", "memoryless", "state")}  # fmt: skip
     assert res["memory"][metric] >= 0.95
     assert res["state"][metric] >= 0.95
     blind = res["memoryless"][metric]
-    if spec.family == "shell_push":
-        lo, hi = _binomial_interval(1 / 3, 100)
+    if spec.chance_success is not None:  # ShellGamePush / Pick: a random cup
+        lo, hi = _binomial_interval(spec.chance_success, 100)
         assert lo <= blind <= hi
-    else:  # no 1/K level: the memoryless yardstick stays well below the memory oracle
+    elif spec.family == "rotate":  # a fixed guess of the uniform initial yaw: about 0.2 / 2π
+        assert blind <= 0.1
+    elif spec.family != "intercept_grab":  # InterceptGrab needs no memory here (README)
         assert blind <= res["memory"][metric] - 0.3
 
 
@@ -191,13 +211,16 @@ def test_oracle_bounds_kinematic(env_id):
     ("env_id", "n"),
     [
         ("ShellGamePush-v0", 2),
+        ("ShellGamePick-v0", 2),
+        ("RotateStrictPosNeg-v0", 2),
+        ("InterceptGrabFast-v0", 2),
         pytest.param("InterceptFast-v0", 4, marks=pytest.mark.slow),
         pytest.param("TakeItBack-v0", 2, marks=pytest.mark.slow),
+        pytest.param("RotateLenientPos-v0", 4, marks=pytest.mark.slow),
     ],
 )
 def test_memory_oracle_on_mujoco(env_id, n):
-    spec = mk.get_spec(env_id)
-    metric = "success_once" if spec.family == "intercept" else "success_at_end"
+    metric = mk.get_spec(env_id).success_metric
     res = mk.evaluate(env_id, mk.make_oracle("memory", env_id), n, seed=0, backend="mujoco")
     assert res[metric] >= 0.75
 
@@ -228,12 +251,13 @@ def test_bad_arguments(kwargs, err):
 
 
 @pytest.mark.slow
-def test_shell_push_memory_mode_does_not_leak_the_cup():
+@pytest.mark.parametrize("name", ["ShellGamePush", "ShellGamePick"])
+def test_shell_memory_mode_does_not_leak_the_cup(name):
     from sklearn.linear_model import LogisticRegression
 
-    spec = SPATIAL_TASKS["MikasaLite/ShellGamePush-v0"]
+    spec = SPATIAL_TASKS[f"MikasaLite/{name}-v0"]
     n = 400
-    vec = mk.make_vec("ShellGamePush-v0", n)
+    vec = mk.make_vec(f"{name}-v0", n)
     cue, info = vec.reset(seed=0)
     y = info["oracle_info"][:, 0].astype(int)
     for _ in range(spec.cue_end + 2):
@@ -242,3 +266,138 @@ def test_shell_push_memory_mode_does_not_leak_the_cup():
         clf = LogisticRegression(C=100.0, max_iter=5000).fit(obs[:300], y[:300])
         acc = clf.score(obs[300:], y[300:])
         assert lo <= acc <= hi, acc
+
+
+# --- Rotate -----------------------------------------------------------------------------------
+
+
+def test_rotate_prompts_follow_the_official_draw():
+    rng = np.random.default_rng(0)
+    pos = [sample_spatial_layout(SPATIAL_TASKS["MikasaLite/RotateLenientPos-v0"], rng)
+           for _ in range(2000)]  # fmt: skip
+    neg = [sample_spatial_layout(SPATIAL_TASKS["MikasaLite/RotateStrictPosNeg-v0"], rng)
+           for _ in range(2000)]  # fmt: skip
+    p = np.array([lay.prompt for lay in pos])
+    assert p.min() >= np.float16(0.1)
+    assert p.max() <= np.float16(np.pi / 2)
+    np.testing.assert_array_equal(p, p.astype(np.float16).astype(float))  # float16 as upstream
+    q = np.array([lay.prompt for lay in neg])
+    mid = (0.1 + np.pi / 4) / 2  # one uniform number draws sign and magnitude
+    assert q[q > 0].min() >= mid - 1e-3
+    assert q[q > 0].max() <= np.pi / 4 + 1e-3
+    assert q[q < 0].min() >= -mid - 1e-3
+    assert q[q < 0].max() <= -0.1 + 1e-3
+    assert 0.45 < (q > 0).mean() < 0.55
+    yaw = np.array([lay.yaw[0] for lay in pos])
+    assert yaw.min() >= 0
+    assert yaw.max() < 2 * np.pi
+    xy = np.array([lay.objects[0, :2] for lay in pos])
+    assert np.abs(xy).max() <= 0.1
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_rotate_success_threshold_static_and_drift(strict):
+    env_id = f"MikasaLite/Rotate{'Strict' if strict else 'Lenient'}PosNeg-v0"
+    b = _batch(env_id)
+    y0, goal = b.yaw0[0], b.prompt[0]
+    tcp, still = np.array([[0.3, 0.3, 0.2]]), np.zeros((1, 3))
+    start = b.obj_pos[0, 0, :2].copy()
+    for dyaw, drift, vel, want in (
+        (0.099, 0.0, still, True), (0.101, 0.0, still, False), (-0.099, 0.0, still, True),
+        (0.0, 0.0, np.array([[0.2, 0.0, 0.0]]), False),
+        (0.0, 0.049, still, True), (0.0, 0.051, still, not strict),
+    ):  # fmt: skip
+        b.obj_yaw[0, 0] = y0 + goal + dyaw + 2 * np.pi  # the relative angle is wrapped
+        b.obj_pos[0, 0, :2] = start + np.array([0.0, drift])
+        r, s, comps = b.advance(tcp, vel)
+        assert bool(s[0]) is want, (dyaw, drift)
+        assert (r[0] == 1.0) == want
+        assert 0.0 <= r[0] <= 1.0
+        assert comps["angle_error"][0] == pytest.approx(-dyaw, abs=1e-9)
+
+
+def test_rotate_memory_observation_hides_the_initial_yaw():
+    spec = SPATIAL_TASKS["MikasaLite/RotateLenientPos-v0"]
+    obs = {}
+    for mode in ("memory", "state"):
+        b = SpatialBatch(spec, 2, mode)
+        for i in range(2):
+            b.set_layout(i, sample_spatial_layout(spec, np.random.default_rng(3)))
+        b.yaw0[1] += 0.7  # another episode that started elsewhere, same pose now
+        obs[mode] = b.observe(np.zeros((2, 3)), np.zeros((2, 3)))
+    np.testing.assert_array_equal(obs["memory"][0], obs["memory"][1])
+    assert not np.array_equal(obs["state"][0], obs["state"][1])
+
+
+def test_peg_push_follows_the_limit_surface():
+    from iclr26.mikasa.spatial import PEG_GYRATION2, PEG_HALF_WIDTH, TCP_RADIUS
+
+    b = _batch("MikasaLite/RotateLenientPos-v0")
+    reach = PEG_HALF_WIDTH + TCP_RADIUS
+    for lever in (0.0, 0.06):
+        b.obj_pos[0, 0, :2] = 0.0
+        b.obj_yaw[0, 0] = 0.0  # the axis along x; push from below (−y) by depth 0.002
+        tcp = np.array([[lever, -reach + 0.002, 0.02]])
+        b.push(tcp, tcp, 0.04)
+        dy, yaw = b.obj_pos[0, 0, 1], b.obj_yaw[0, 0]
+        force = 0.002 / (1 + lever**2 / PEG_GYRATION2)
+        if lever == 0.0:
+            assert yaw == 0.0  # a push through the centre only translates
+            assert dy == pytest.approx(0.002)
+        else:
+            # the first substep resolves the overlap to first order; the others, the remainder
+            assert dy == pytest.approx(force, rel=0.01)
+            assert yaw / dy == pytest.approx(lever / PEG_GYRATION2, rel=0.01)
+            assert dy + yaw * lever == pytest.approx(0.002, rel=0.01)
+
+
+# --- grasping (ShellGamePick, InterceptGrab) --------------------------------------------------
+
+
+def test_grasp_rule_and_pick_success():
+    b = _batch("MikasaLite/ShellGamePick-v0", "sparse")
+    cup = b.target[0]
+    top = b.obj_pos[0, cup].copy() + np.array(
+        [0.0, 0.0, 0.05 + 0.01]
+    )  # the gripper resting on the cup
+    still = np.zeros((1, 3))
+    b.update_grasp(top[None], still)
+    assert b.grasped[0] == -1  # cups are out of the scene during the cue
+    b.t[:] = 5
+    b.update_grasp((top + np.array([0.021, 0.0, 0.0]))[None], still)
+    assert b.grasped[0] == -1
+    b.update_grasp((top + np.array([0.0, 0.0, 0.016]))[None], still)
+    assert b.grasped[0] == -1
+    b.update_grasp((top + np.array([0.019, 0.0, 0.01]))[None], still)
+    assert b.grasped[0] == cup
+    assert b.observe(top[None], still)[0, b.layout.extra][0] == 1.0  # the grasp flag
+    goal = np.array([*b.goal[0], b.goal_z[0]])
+    for dist, vel, want in ((0.079, still, True), (0.081, still, False),
+                            (0.0, np.array([[0.2, 0.0, 0.0]]), False)):  # fmt: skip
+        tcp = (goal + np.array([0.0, 0.0, dist]) - b.grasp_offset[0])[None]
+        b.update_grasp(tcp, vel)  # the held cup follows the gripper
+        np.testing.assert_allclose(b.obj_pos[0, cup], goal + np.array([0.0, 0.0, dist]))
+        assert bool(b.advance(tcp, vel)[1][0]) is want
+    b2 = _batch("MikasaLite/ShellGamePick-v0", "sparse")  # a wrong cup at the goal: no success
+    b2.t[:] = 5
+    wrong = 1 + (b2.target[0] % 3)
+    b2.update_grasp((b2.obj_pos[0, wrong] + [0.0, 0.0, 0.06])[None], still)
+    assert b2.grasped[0] == wrong
+    b2.obj_pos[0, b2.target[0]] = [*b2.goal[0], b2.goal_z[0]]
+    assert not b2.advance(np.zeros((1, 3)), still)[1][0]
+
+
+def test_intercept_grab_needs_the_ball_held_and_static():
+    b = _batch("MikasaLite/InterceptGrabSlow-v0", "dense")
+    ball = b.obj_pos[0, 0]
+    above = (ball + np.array([0.0, 0.0, 0.03 + 0.005]))[None]
+    r, s, _ = b.advance(above, np.zeros((1, 3)))
+    assert not s[0]
+    assert r[0] < 300.0
+    b.update_grasp(above, np.zeros((1, 3)))
+    assert b.grasped[0] == 0
+    np.testing.assert_array_equal(b.obj_vel[0, 0], 0.0)  # held: it moves with the gripper
+    assert not b.advance(above, np.array([[0.1, 0.0, 0.0]]))[1][0]
+    r, s, _ = b.advance(above, np.zeros((1, 3)))
+    assert s[0]
+    assert r[0] == 300.0

@@ -56,7 +56,8 @@ def test_taxonomy_matches_the_official_table():
         "ShellGame": MemoryType.OBJECT, "Remember": MemoryType.OBJECT,
         "BunchOf": MemoryType.CAPACITY, "SeqOf": MemoryType.CAPACITY,
         "ChainOf": MemoryType.SEQUENTIAL, "Intercept": MemoryType.SPATIAL,
-        "TakeItBack": MemoryType.SPATIAL,
+        "TakeItBack": MemoryType.SPATIAL, "RotateLenient": MemoryType.SPATIAL,
+        "RotateStrict": MemoryType.OBJECT,  # the official README types RotateStrict as object
     }  # fmt: skip
     for env_id in list_tasks():
         want = next(v for k, v in expected.items() if k in env_id)
@@ -64,7 +65,10 @@ def test_taxonomy_matches_the_official_table():
     assert set(list_tasks("sequential")) == {f"MikasaLite/ChainOfColors{n}-v0" for n in (3, 5, 7)}
     assert set(list_tasks(MemoryType.SPATIAL)) == {
         *(f"MikasaLite/Intercept{s}-v0" for s in ("Slow", "Medium", "Fast")),
+        *(f"MikasaLite/InterceptGrab{s}-v0" for s in ("Slow", "Medium", "Fast")),
         "MikasaLite/TakeItBack-v0",
+        "MikasaLite/RotateLenientPos-v0",
+        "MikasaLite/RotateLenientPosNeg-v0",
     }
     assert task_info("RememberColor9-v0").chance_success == pytest.approx(1 / 9)
     assert task_info("BunchOfColors7-v0").chance_success == pytest.approx(1 / 36)
@@ -73,19 +77,21 @@ def test_taxonomy_matches_the_official_table():
         list_tasks("episodic")
 
 
-def test_official_ids_map_to_ours():
+def test_official_ids_map_to_ours(monkeypatch):
     assert OFFICIAL_TO_LITE["RememberColor9-v0"] == "MikasaLite/RememberColor9-v0"
     assert lite_id("T-Maze-v0") == "MikasaLite/TMaze-v0"
     assert "TakeItBack-v0" not in MISSING
-    assert "RotateStrictPos-v0" in MISSING
+    assert lite_id("RotateStrictPos-v0") == "MikasaLite/RotateStrictPos-v0"
+    assert lite_id("InterceptGrabFast-v0") == "MikasaLite/InterceptGrabFast-v0"
     assert lite_id("InterceptFast-v0") == "MikasaLite/InterceptFast-v0"
-    with pytest.raises(ValueError, match="not re-implemented"):
-        lite_id("InterceptGrabFast-v0")
     with pytest.raises(ValueError, match="not a MIKASA id"):
         lite_id("CartPole-v1")
     # the 3 + 3 + 3 + 3 + 3 + 3 + 3 + 2 + 1 + 1 ... = 32 official tabletop ids are all listed
     robo = [k for k in OFFICIAL_TO_LITE if not k.startswith(("T-Maze", "MemoryLength"))]
     assert len(robo) == 32
+    monkeypatch.setitem(OFFICIAL_TO_LITE, "FutureTask-v0", None)
+    with pytest.raises(ValueError, match="not re-implemented"):
+        lite_id("FutureTask-v0")
 
 
 def test_tmaze_rewards_the_cued_turn_only():

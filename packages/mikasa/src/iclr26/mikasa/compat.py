@@ -1,7 +1,7 @@
 """Mapping from the official MIKASA-Robo / MIKASA-Base ids to this package's ids.
 
-Official ids that have no counterpart here yet (ShellGamePick, InterceptGrab*, Rotate*; they need
-a grasp and a yaw joint) map to ``None``; :data:`MISSING` lists them.
+Every one of the 32 official MIKASA-Robo ids has a counterpart here; an official id without one
+would map to ``None`` and be listed in :data:`MISSING` (empty since 0.3.0).
 """
 
 from __future__ import annotations
@@ -11,18 +11,11 @@ from iclr26.mikasa.tasks import NAMESPACE, TASKS
 
 __all__ = ["MISSING", "OFFICIAL_TO_LITE", "lite_id"]
 
-_NOT_YET = [
-    "ShellGamePick-v0",
-    *(f"InterceptGrab{s}-v0" for s in ("Slow", "Medium", "Fast")),
-    *(f"Rotate{a}{b}-v0" for a in ("Lenient", "Strict") for b in ("Pos", "PosNeg")),
-]  # fmt: skip
-
 #: official id -> our id (``None``: not re-implemented yet). MIKASA-Base's T-Maze and
 #: MemoryLength map to the native classics.
 OFFICIAL_TO_LITE: dict[str, str | None] = {
     **{s.official_id: s.env_id for s in TASKS.values() if s.official_id},
     **{s.official_id: s.env_id for s in SPATIAL_TASKS.values() if s.official_id},
-    **dict.fromkeys(_NOT_YET),
     "T-Maze-v0": f"{NAMESPACE}/TMaze-v0",
     **{f"MemoryLength{d}-v0": f"{NAMESPACE}/MemoryLength-v0" for d in ("Easy", "Medium", "Hard")},
 }

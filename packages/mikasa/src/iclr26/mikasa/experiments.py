@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import time
 from typing import Any
 
@@ -88,44 +89,59 @@ def _oracles(report: Report, n: int, seed: int, progress: bool) -> None:
     report.metric("oracle_rows", rows)
 
 
-def _spatial(report: Report, n: int, n_mujoco: int, seed: int, progress: bool) -> None:
-    """S: oracles on the moving-object tasks, on both backends."""
+def _spatial(
+    report: Report, n: int, n_mujoco: int, seed: int, progress: bool, mujoco_all: bool = True
+) -> None:
+    """S: oracles on the moving-object tasks, kinematic; MuJoCo on all (or one per family)."""
     from iclr26.mikasa.spatial import SPATIAL_TASKS
 
     rows, ok_mem, ok_state, ok_blind, ok_mj = [], True, True, True, True
+    ok_grab, families = True, set()
     for env_id in progress_bar(list(SPATIAL_TASKS), desc="moving-object tasks", enabled=progress):
         spec = SPATIAL_TASKS[env_id]
-        # Intercept has no static requirement upstream and the ball rolls on: success_once
-        metric = "success_once" if spec.family == "intercept" else "success_at_end"
+        metric = spec.success_metric
         r = {k: evaluate(env_id, make_oracle(k, spec, seed=seed), n, seed=seed)[metric] for k in
              ("memory", "state", "memoryless")}  # fmt: skip
-        t0 = time.perf_counter()
-        mj = evaluate(env_id, make_oracle("memory", spec), n_mujoco, seed=seed, backend="mujoco")
-        mj_s = time.perf_counter() - t0
         ok_mem &= r["memory"] >= 0.95
         ok_state &= r["state"] >= 0.95
         if spec.chance_success is not None:
             lo, hi = binomial_interval(spec.chance_success, n)
             ok_blind &= lo <= r["memoryless"] <= hi
+        elif spec.family == "rotate":  # a fixed guess of the uniform initial yaw
+            lo, hi = binomial_interval(2 * spec.goal_radius / (2 * np.pi), n)
+            ok_blind &= lo <= r["memoryless"] <= hi
+        elif spec.family == "intercept_grab":
+            ok_grab &= r["memoryless"] <= r["memory"] - 0.3
         else:
             ok_blind &= r["memoryless"] <= r["memory"] - 0.3
-        ok_mj &= mj[metric] >= 0.75
-        rows.append({
+        row = {
             "task": spec.name, "T": spec.T, "metric": metric, "memory oracle": r["memory"],
             "state oracle": r["state"], "memoryless": r["memoryless"],
             "chance": spec.chance_success if spec.chance_success is not None else "none",
-            "MuJoCo memory oracle": mj[metric], "MuJoCo episodes": n_mujoco,
-            "MuJoCo seconds": mj_s,
-        })  # fmt: skip
+            "MuJoCo memory oracle": "-", "MuJoCo episodes": 0, "MuJoCo seconds": "-",
+        }  # fmt: skip
+        if mujoco_all or spec.family not in families:
+            families.add(spec.family)
+            t0 = time.perf_counter()
+            oracle = make_oracle("memory", spec)
+            mj = evaluate(env_id, oracle, n_mujoco, seed=seed, backend="mujoco")[metric]
+            ok_mj &= mj >= 0.75
+            row.update({"MuJoCo memory oracle": mj, "MuJoCo episodes": n_mujoco,
+                        "MuJoCo seconds": time.perf_counter() - t0})  # fmt: skip
+        rows.append(row)
     report.add_table(
-        f"S: moving-object tasks, oracles ({n} kinematic episodes; MuJoCo subset)", rows
+        f"S: moving-object tasks, oracles ({n} kinematic episodes; MuJoCo "
+        f"{'every task' if mujoco_all else 'one task per family'})",
+        rows,
     )
     report.check("moving-object tasks: memory and state oracles ≥ 0.95", ok_mem and ok_state)
     report.check(
-        "moving-object tasks: memoryless oracle at chance (ShellGamePush, 99% interval) or "
-        "≥ 0.3 below the memory oracle (Intercept, TakeItBack)",
+        "moving-object tasks: memoryless oracle inside the 99% binomial interval of its level "
+        "(ShellGame 1/3; Rotate 0.2/2π, a fixed guess of the initial yaw) or ≥ 0.3 below the "
+        "memory oracle (Intercept, TakeItBack)",
         ok_blind,
     )
+    report.check("InterceptGrab: memoryless oracle ≥ 0.3 below the memory oracle", ok_grab)
     report.check("moving-object tasks: memory oracle ≥ 0.75 on the MuJoCo backend", ok_mj)
 
 
@@ -307,7 +323,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     )  # fmt: skip
     n_oracle = 100 if quick else 200
     _oracles(report, n_oracle, seed, progress)
-    _spatial(report, n_oracle, 10 if quick else 20, seed, progress)
+    _spatial(report, n_oracle, 10 if quick else 20, seed, progress, mujoco_all=not quick)
     leak_tasks = (
         ["MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"]
         if quick
@@ -484,6 +500,12 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             )
             rows.append({"environment": f"{spec.name} kinematic", "num_envs": n, **r})
     kin_1024 = rows[1]["steps/s"]
+    # the resets alone (every environment starts over every T steps): environments reset per second
+    reset_env = KinematicVectorEnv(get_spec("MikasaLite/RememberColor3-v0"), 1024)
+    reset_env.reset(seed=seed)
+    r = _steps_per_second(lambda env=reset_env: env.reset(), 5, 1024, repeats)
+    rows.append({"environment": "RememberColor3 kinematic, reset() only (envs reset/s)",
+                 "num_envs": 1024, **r})  # fmt: skip
     mj_rows, ratio_rows = [], []
     for env_id in ("MikasaLite/ShellGameTouch-v0", "MikasaLite/RememberColor3-v0"):
         spec = get_spec(env_id)
@@ -550,6 +572,13 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     worst = max(mj_rows)
     report.check("MuJoCo wrapper within 1.5× of a bare mj_step loop", worst <= 1.5,
                  f"wrapper/bare time ratio {worst:.2f} (worst task)")  # fmt: skip
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    report.note(
+        f"Load average at the end of the run: {load:.1f} on {os.cpu_count()} CPUs (the rates "
+        "are wall-clock; other jobs on the machine lower them). The 1,024-environment rates "
+        "include the resets: every environment starts a new episode every T steps."
+    )
+    report.metric("load_average", load)
     report.metric("kinematic_steps_per_s_1024", kin_1024)
     report.metric("mujoco_wrapper_over_bare", worst)
     fig, ax = plt.subplots(figsize=(7, 3.5))

@@ -181,8 +181,8 @@ class KinematicVectorEnv(VectorEnv):
         self._started = False
 
     def _reset_envs(self, idx: np.ndarray) -> None:
-        for i in idx:
-            self.batch.set_layout(int(i), self._sample(self.spec_task, self._rngs[i]))
+        spec, rngs = self.spec_task, self._rngs
+        self.batch.set_layouts(idx, [self._sample(spec, rngs[i]) for i in idx])
         self.kin.reset(idx)
 
     def reset(

@@ -32,6 +32,7 @@ __all__ = [
     "MemoryOracle",
     "MemorylessOracle",
     "StateOracle",
+    "check_oracle_obs",
     "collect_demos",
     "evaluate",
     "make_oracle",
@@ -57,6 +58,22 @@ def _spec_of(env_or_id: Any) -> TaskSpec | SpatialSpec:
     )
 
 
+def check_oracle_obs(oracle: Any, obs: Any) -> np.ndarray:
+    """``obs`` as a float (num_envs, dim) batch for ``oracle`` (which has ``layout``, ``spec``,
+    ``obs_mode``, ``num_envs`` and ``reset``); a new batch size resets the oracle."""
+    obs = np.asarray(obs, dtype=np.float64)
+    if obs.ndim == 1:
+        obs = obs[None]
+    if obs.ndim != 2 or obs.shape[1] != oracle.layout.dim:
+        raise ValueError(
+            f"obs must have shape (num_envs, {oracle.layout.dim}) for {oracle.spec.env_id} in "
+            f"{oracle.obs_mode} mode, got {obs.shape}"
+        )
+    if oracle.num_envs != len(obs):
+        oracle.reset(len(obs))
+    return obs
+
+
 class _Oracle:
     obs_mode = "memory"
 
@@ -77,17 +94,7 @@ class _Oracle:
         self.committed = np.zeros(num_envs, bool)
 
     def _check(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float64)
-        if obs.ndim == 1:
-            obs = obs[None]
-        if obs.ndim != 2 or obs.shape[1] != self.layout.dim:
-            raise ValueError(
-                f"obs must have shape (num_envs, {self.layout.dim}) for {self.spec.env_id} in "
-                f"{self.obs_mode} mode, got {obs.shape}"
-            )
-        if self.num_envs != len(obs):
-            self.reset(len(obs))
-        return obs
+        return check_oracle_obs(self, obs)
 
     def _values(self, feats: np.ndarray) -> np.ndarray:
         """The ``oracle_info`` value each object feature row stands for (-1 if not visible)."""

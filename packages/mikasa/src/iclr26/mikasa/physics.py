@@ -23,7 +23,16 @@ import numpy as np
 from iclr26.mikasa.data import COLORS, SHAPES
 from iclr26.mikasa.kinematic import MAX_DELTA, check_action, check_seed, obs_space
 from iclr26.mikasa.semantics import TaskBatch
-from iclr26.mikasa.spatial import TABLE_EDGE, SpatialBatch, SpatialSpec, sample_spatial_layout
+from iclr26.mikasa.spatial import (
+    PEG_GYRATION2,
+    PEG_HALF_WIDTH,
+    PEG_SEGMENT,
+    PUSH_SUBSTEPS,
+    TABLE_EDGE,
+    SpatialBatch,
+    SpatialSpec,
+    sample_spatial_layout,
+)
 from iclr26.mikasa.tasks import (
     BALL_RADIUS,
     CUBE_HALF,
@@ -186,16 +195,32 @@ class MujocoEnv(gym.Env):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
+        self.model, self._pools = build_model(spec)
+        self._setup(spec, TaskBatch, obs_mode, reward_mode, render_mode, control_dt,
+                    hold_until_act, terminate_on_success, image_size)  # fmt: skip
+        self._frame = -1
+        n_mocap = self.model.nmocap
+        self._hidden_pos = np.stack(
+            [0.5 + 0.1 * np.arange(n_mocap), np.zeros(n_mocap), np.full(n_mocap, HIDDEN_Z)], -1
+        )
+        self._body_geoms = []
+        for k in range(n_mocap):
+            bid = self.model.body(f"obj{k}").id
+            adr = int(self.model.body_geomadr[bid])
+            self._body_geoms.append((adr, adr + int(self.model.body_geomnum[bid])))
+
+    def _setup(self, spec, batch_cls, obs_mode, reward_mode, render_mode, control_dt,
+               hold_until_act, terminate_on_success, image_size) -> None:  # fmt: skip
+        """What both MuJoCo environments set up once ``self.model`` exists."""
         _check_env_args(obs_mode, render_mode, control_dt)
         self.spec_task = spec
         self.obs_mode = obs_mode
         self.render_mode = render_mode
-        self.model, self._pools = build_model(spec)
         self.data = mujoco.MjData(self.model)
         self.substeps = max(1, round(control_dt / TIMESTEP))
         self.hold_until_act = hold_until_act
         self.terminate_on_success = terminate_on_success
-        self.batch = TaskBatch(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
+        self.batch = batch_cls(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
         self.image_size = image_size
         self._renderer: Any = None
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
@@ -210,21 +235,28 @@ class MujocoEnv(gym.Env):
         else:
             self.observation_space = obs_space(self.batch.layout.dim)
         self._layout = None
-        self._frame = -1
         self._done = True
         self._success = np.zeros(1, bool)
         self._phases = [spec.phase(t) for t in range(spec.T + 1)]
-        n_mocap = self.model.nmocap
-        self._hidden_pos = np.stack(
-            [0.5 + 0.1 * np.arange(n_mocap), np.zeros(n_mocap), np.full(n_mocap, HIDDEN_Z)], -1
-        )
-        self._body_geoms = []
-        for k in range(n_mocap):
-            bid = self.model.body(f"obj{k}").id
-            adr = int(self.model.body_geomadr[bid])
-            self._body_geoms.append((adr, adr + int(self.model.body_geomnum[bid])))
         self._act_start = spec.act_start
         self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
+
+    def _set_target(self, action: Any) -> None:
+        """Check ``action`` and move the set-point (ignored before the act phase if held)."""
+        if self._done:
+            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
+        a = check_action(action, (3,))
+        if not (self.hold_until_act and self.batch.t[0] < self._act_start):
+            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
+            self.data.ctrl[:3] = target
+
+    def _finish_step(self, reward: np.ndarray, success: np.ndarray):
+        self._success = success
+        t = int(self.batch.t[0])
+        terminated = bool(success[0]) and self.terminate_on_success
+        truncated = t >= self.spec_task.T and not terminated
+        self._done = terminated or truncated
+        return self._obs(), float(reward[0]), terminated, truncated, self._info()
 
     def _make_renderer(self, size: int):
         try:
@@ -304,23 +336,12 @@ class MujocoEnv(gym.Env):
         }
 
     def step(self, action):
-        if self._done:
-            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
-        a = check_action(action, (3,))
+        self._set_target(action)
         b = self.batch
-        if not (self.hold_until_act and b.t[0] < self._act_start):
-            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
-            self.data.ctrl[:3] = target
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
-        tcp, vel = self._tcp()
-        reward, success, _ = b.advance(tcp, vel)
-        self._success = success
-        t = int(b.t[0])
-        self._show_frame(int(b.frame_of_t[t]))
-        terminated = bool(success[0]) and self.terminate_on_success
-        truncated = t >= self.spec_task.T and not terminated
-        self._done = terminated or truncated
-        return self._obs(), float(reward[0]), terminated, truncated, self._info()
+        reward, success, _ = b.advance(*self._tcp())
+        self._show_frame(int(b.frame_of_t[int(b.t[0])]))
+        return self._finish_step(reward, success)
 
     def render(self):
         if self.render_mode != "rgb_array":
@@ -344,15 +365,19 @@ OBJ_DAMPING = 20.0  # N·s/m on the planar joints of pushed objects: they stop w
 def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], list[int]]:
     """Compile the scene of a moving-object task.
 
-    Movable objects (cups, the TakeItBack cube, the Intercept ball) sit on two planar slide joints
-    (no tipping) and touch the gripper and each other through frictionless contacts, so a push
-    moves them along the contact normal as in the kinematic model; pushed objects are damped
-    (quasi-static sliding), the ball is not (it rolls at constant velocity and stops at
-    |x|, |y| = 1). Markers (goals, the ShellGamePush ball of the cue) are mocap bodies without
-    collision. Returns the model, the joint qpos address of each object (-1 for mocap objects)
-    and the mocap index of each object (-1 for movable ones).
+    Movable objects (cups, the TakeItBack cube, the Intercept ball, the Rotate peg) sit on two
+    planar slide joints (no tipping) and touch the gripper and each other through frictionless
+    contacts, so a push moves them along the contact normal as in the kinematic model; pushed
+    objects are damped (quasi-static sliding), the ball is not (it rolls at constant velocity and
+    stops at |x|, |y| = 1). Graspable objects (ShellGamePick cups, the InterceptGrab ball) also
+    have a vertical slide joint (gravity-compensated, limited to above the table), so a grasp can
+    lift them. The peg is a capsule with a yaw hinge whose damping is the translational damping
+    times c² = 0.12²/3, which gives the quasi-static push of the kinematic model's limit surface.
+    Markers (goals, the ShellGame ball of the cue) are mocap bodies without collision. Returns
+    the model, the joint qpos address of each object (-1 for mocap objects) and the mocap index
+    of each object (-1 for movable ones).
     """
-    movable, radius = spec.movable, spec.radius
+    movable, radius, graspable = spec.movable, spec.radius, spec.graspable
     layout = sample_spatial_layout(spec, np.random.default_rng(0))
     bodies, qadr, mocap_idx = [], [], []
     n_mocap = 0
@@ -370,6 +395,14 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
                     f'group="3" contype="1" conaffinity="1" condim="1"/>'
                     f'<geom type="box" size="{h} {h} {h}" rgba="{rgba}" contype="0" conaffinity="0"/>'
                 )
+            elif name == "capsule":  # the Rotate peg
+                a = PEG_SEGMENT
+                geoms = (
+                    f'<geom name="obj{j}" type="capsule" fromto="{-a} 0 0 {a} 0 0" '
+                    f'size="{PEG_HALF_WIDTH}" rgba="{rgba}" contype="1" conaffinity="1" '
+                    f'condim="1"/><geom type="sphere" pos="{a} 0 0" size="{PEG_HALF_WIDTH * 1.05}" '
+                    f'rgba="1 1 1 1" contype="0" conaffinity="0"/>'
+                )
             else:
                 geoms = (
                     f'<geom name="obj{j}" type="sphere" size="{radius[j]}" rgba="{rgba}" '
@@ -378,11 +411,23 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
             rolling = spec.rolling
             damp = 0.0 if rolling else OBJ_DAMPING
             rng = f'range="{-TABLE_EDGE} {TABLE_EDGE}" limited="true"' if rolling else ""
+            extra_joints = ""
+            if graspable[j]:
+                extra_joints = (
+                    f'<joint name="oz{j}" type="slide" axis="0 0 1" damping="{OBJ_DAMPING}" '
+                    f'range="0 0.4" limited="true"/>'
+                )
+            if name == "capsule":
+                extra_joints = (
+                    f'<joint name="oyaw{j}" type="hinge" axis="0 0 1" '
+                    f'damping="{OBJ_DAMPING * PEG_GYRATION2}"/>'
+                )
+            grav = ' gravcomp="1"' if graspable[j] else ""
             bodies.append(
-                f'<body name="obj{j}" pos="0 0 {z}">'
+                f'<body name="obj{j}" pos="0 0 {z}"{grav}>'
                 f'<joint name="ox{j}" type="slide" axis="1 0 0" damping="{damp}" {rng}/>'
                 f'<joint name="oy{j}" type="slide" axis="0 1 0" damping="{damp}" {rng}/>'
-                f"{geoms}</body>"
+                f"{extra_joints}{geoms}</body>"
             )
             mocap_idx.append(-1)
         else:
@@ -406,7 +451,8 @@ def build_spatial_model(spec: SpatialSpec) -> tuple[mujoco.MjModel, list[int], l
         f'<position joint="{ax}" kp="{KP}" kv="{KV}" ctrlrange="{lo[i]} {hi[i]}" ctrllimited="true"/>'
         for i, ax in enumerate("xyz")
     )
-    n_obj_dof = 2 * int(movable.sum())
+    n_obj_dof = 2 * int(movable.sum()) + int((movable & graspable).sum())
+    n_obj_dof += sum(SHAPES[int(o[4])] == "capsule" for o in layout.objects[movable])
     start = " ".join(str(v) for v in TCP_START)
     key_qpos = start + " 0" * n_obj_dof
     xml = f"""
@@ -455,35 +501,9 @@ class SpatialMujocoEnv(MujocoEnv):
         terminate_on_success: bool = False,
         image_size: int = 128,
     ) -> None:
-        _check_env_args(obs_mode, render_mode, control_dt)
-        self.spec_task = spec
-        self.obs_mode = obs_mode
-        self.render_mode = render_mode
         self.model, self._qadr, self._mocap = build_spatial_model(spec)
-        self.data = mujoco.MjData(self.model)
-        self.substeps = max(1, round(control_dt / TIMESTEP))
-        self.hold_until_act = hold_until_act
-        self.terminate_on_success = terminate_on_success
-        self.batch = SpatialBatch(spec, 1, "memory" if obs_mode == "rgb" else obs_mode, reward_mode)
-        self.image_size = image_size
-        self._renderer: Any = None
-        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
-        if obs_mode == "rgb":
-            self._renderer = self._make_renderer(image_size)
-            self.observation_space = gym.spaces.Dict(
-                {
-                    "rgb": gym.spaces.Box(0, 255, (image_size, image_size, 6), np.uint8),
-                    "proprio": obs_space(7),
-                }
-            )
-        else:
-            self.observation_space = obs_space(self.batch.layout.dim)
-        self._layout = None
-        self._done = True
-        self._success = np.zeros(1, bool)
-        self._phases = [spec.phase(t) for t in range(spec.T + 1)]
-        self._act_start = spec.act_start
-        self._lo, self._hi = WORKSPACE_LOW, WORKSPACE_HIGH
+        self._setup(spec, SpatialBatch, obs_mode, reward_mode, render_mode, control_dt,
+                    hold_until_act, terminate_on_success, image_size)  # fmt: skip
         self._movable = np.flatnonzero(spec.movable)
         self._qidx = np.array([self._qadr[j] for j in self._movable], int)
         self._present = np.ones(spec.n_objects, bool)
@@ -491,6 +511,25 @@ class SpatialMujocoEnv(MujocoEnv):
             int(self.model.jnt_dofadr[self.model.joint(f"ox{j}").id]) if q >= 0 else -1
             for j, q in enumerate(self._qadr)
         ]
+        names = {self.model.joint(k).name for k in range(self.model.njnt)}
+        self._has_z = [f"oz{j}" in names for j in range(spec.n_objects)]
+        self._has_yaw = [f"oyaw{j}" in names for j in range(spec.n_objects)]
+        self._base_z = self.model.body_pos[
+            [self.model.body(f"obj{j}").id for j in range(spec.n_objects)], 2
+        ].copy()
+        self._chunks = np.diff(np.linspace(0, self.substeps, PUSH_SUBSTEPS + 1).round()).astype(int)
+
+    def _write(self, j: int, present: bool = True) -> None:
+        """Copy object ``j``'s pose and velocity from the rules into the simulation."""
+        b, a, d = self.batch, self._qadr[j], self._dofadr[j]
+        self.data.qpos[a : a + 2] = b.obj_pos[0, j, :2] if present else (3.0 + j, 3.0)
+        self.data.qvel[d : d + 2] = b.obj_vel[0, j] if present else 0.0
+        if self._has_z[j]:
+            self.data.qpos[a + 2] = b.obj_pos[0, j, 2] - self._base_z[j]
+            self.data.qvel[d + 2] = 0.0
+        if self._has_yaw[j]:
+            self.data.qpos[a + 2] = b.obj_yaw[0, j]
+            self.data.qvel[d + 2] = 0.0
 
     def _place(self) -> None:
         """Put every object where the rules say it is (present) or out of the scene (hidden)."""
@@ -500,11 +539,7 @@ class SpatialMujocoEnv(MujocoEnv):
         for j in range(self.spec_task.n_objects):
             if self._qadr[j] >= 0:
                 if present[j] != self._present[j] or not present[j]:
-                    a = self._qadr[j]
-                    xy = b.obj_pos[0, j, :2] if present[j] else (3.0 + j, 3.0)
-                    self.data.qpos[a : a + 2] = xy
-                    d = self._dofadr[j]
-                    self.data.qvel[d : d + 2] = b.obj_vel[0, j] if present[j] else 0.0
+                    self._write(j, bool(present[j]))
             else:
                 k = self._mocap[j]
                 pos = b.obj_pos[0, j].copy()
@@ -523,17 +558,10 @@ class SpatialMujocoEnv(MujocoEnv):
                 b.obj_pos[0, j, :2] = self.data.qpos[a : a + 2]
                 d = self._dofadr[j]
                 b.obj_vel[0, j] = self.data.qvel[d : d + 2]
-
-    def _obs(self):
-        tcp, vel = self._tcp()
-        obs = self.batch.observe(tcp, vel)[0]
-        if self.obs_mode != "rgb":
-            return obs
-        images = []
-        for cam in ("overhead", "gripper"):
-            self._renderer.update_scene(self.data, camera=cam)
-            images.append(self._renderer.render())
-        return {"rgb": np.concatenate(images, -1), "proprio": obs[:7].copy()}
+                if self._has_z[j]:
+                    b.obj_pos[0, j, 2] = self._base_z[j] + self.data.qpos[a + 2]
+                if self._has_yaw[j]:
+                    b.obj_yaw[0, j] = self.data.qpos[a + 2]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         check_seed(seed)
@@ -553,24 +581,26 @@ class SpatialMujocoEnv(MujocoEnv):
         return self._obs(), self._info()
 
     def step(self, action):
-        if self._done:
-            raise gym.error.ResetNeeded("step() after the episode ended: call reset() first")
-        a = check_action(action, (3,))
+        self._set_target(action)
         b = self.batch
-        if not (self.hold_until_act and b.t[0] < self._act_start):
-            target = np.minimum(np.maximum(self.data.qpos[:3] + MAX_DELTA * a, self._lo), self._hi)
-            self.data.ctrl[:3] = target
-        mujoco.mj_step(self.model, self.data, nstep=self.substeps)
+        if self.spec_task.grasping:  # the grasp rule is checked between substep chunks
+            for k in self._chunks:
+                mujoco.mj_step(self.model, self.data, nstep=int(k))
+                self._read_objects()
+                b.update_grasp(*self._tcp())
+                j = int(b.grasped[0])
+                if j >= 0:  # the held object moves with the gripper
+                    self._write(j)
+                    d = self._dofadr[j]
+                    self.data.qvel[d : d + 2] = self.data.qvel[:2]
+                    if self._has_z[j]:
+                        self.data.qvel[d + 2] = self.data.qvel[2]
+        else:
+            mujoco.mj_step(self.model, self.data, nstep=self.substeps)
         self._read_objects()
-        tcp, vel = self._tcp()
-        reward, success, _ = b.advance(tcp, vel)
-        self._success = success
+        reward, success, _ = b.advance(*self._tcp())
         self._place()
-        t = int(b.t[0])
-        terminated = bool(success[0]) and self.terminate_on_success
-        truncated = t >= self.spec_task.T and not terminated
-        self._done = terminated or truncated
-        return self._obs(), float(reward[0]), terminated, truncated, self._info()
+        return self._finish_step(reward, success)
 
 
 def make_mujoco_env(spec: TaskSpec | SpatialSpec, **kwargs: Any) -> MujocoEnv:

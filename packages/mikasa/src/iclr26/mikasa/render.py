@@ -8,6 +8,7 @@ import numpy as np
 
 from iclr26.mikasa.data import COLORS, SHAPES
 from iclr26.mikasa.kinematic import KinematicEnv
+from iclr26.mikasa.spatial import PEG_HALF_LENGTH
 from iclr26.mikasa.tasks import get_spec
 
 __all__ = ["episode_strip"]
@@ -36,7 +37,7 @@ def episode_strip(env_id: str, policy: Any, *, seed: int = 0, steps: list[int] |
         frames.append((obs, info))
     if steps is None:
         steps = sorted(
-            {0, spec.cue_end - 1, spec.act_start, (spec.act_start + spec.T) // 2, spec.T}
+            {0, max(spec.cue_end - 1, 0), spec.act_start, (spec.act_start + spec.T) // 2, spec.T}
         )
     fig, axes = plt.subplots(1, len(steps), figsize=(2.6 * len(steps), 2.9))
     path = np.array([f[0][:3] for f in frames])
@@ -48,7 +49,12 @@ def episode_strip(env_id: str, policy: Any, *, seed: int = 0, steps: list[int] |
             colour = feat[4 : 4 + len(COLORS)]
             shape = SHAPES[int(feat[4 + len(COLORS) :].argmax())]
             rgb = COLORS[int(colour.argmax())] if colour.any() else (0.6, 0.6, 0.6)
-            cup = spec.family == "shell_touch" and shape == "cylinder"
+            cup = spec.family in ("shell_touch", "shell_push", "shell_pick") and shape == "cylinder"
+            if spec.family == "rotate":  # the peg: a bar at its current yaw, head marked
+                c, s = o[lay.extra][1:3] * PEG_HALF_LENGTH
+                ax.plot([feat[1] - c, feat[1] + c], [feat[2] - s, feat[2] + s], "-", c=rgb, lw=6)
+                ax.scatter(feat[1] + c, feat[2] + s, s=40, c="w", edgecolors="k", zorder=3)
+                continue
             ax.scatter(feat[1], feat[2], s=500 if cup else 120, c=[rgb], marker=_MARKERS[shape],
                        edgecolors="k", zorder=2 if cup else 3)  # fmt: skip
         ax.plot(path[: t + 1, 0], path[: t + 1, 1], "k-", lw=0.8, zorder=4)

@@ -26,7 +26,7 @@ Success (official semantics, gated by one inequality ``t >= act_start`` in every
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class ObsLayout:
         objects: slice of the object block, reshaped ``(n, N_FEATURES)``.
         n_objects: slots (memory) or objects (state) in that block.
         oracle: slice of the ``oracle_info`` one-hot block (empty in memory mode).
+        extra: slice of a task's extra block, in both modes (the Rotate prompt and peg yaw, the
+            grasp flag of the grasping tasks; empty elsewhere).
     """
 
     dim: int
@@ -62,6 +64,7 @@ class ObsLayout:
     objects: slice
     n_objects: int
     oracle: slice
+    extra: slice = field(default_factory=lambda: slice(0, 0))
 
     def split_objects(self, obs: np.ndarray) -> np.ndarray:
         """(..., n_objects, N_FEATURES) view of the object block of ``obs``."""
@@ -89,16 +92,16 @@ def obs_layout(spec: TaskSpec, obs_mode: str) -> ObsLayout:
 
 
 def object_features(objects: np.ndarray) -> np.ndarray:
-    """(M, N_FEATURES) features of layout objects, visible bit set to 1."""
-    m = len(objects)
-    feats = np.zeros((m, N_FEATURES + 1), np.float32)  # last column absorbs "no colour"
-    feats[:, 0] = 1.0
-    feats[:, 1:4] = objects[:, :3]
-    colour = objects[:, 3].astype(int)
-    rows = np.arange(m)
-    feats[rows, np.where(colour >= 0, 4 + colour, N_FEATURES)] = 1.0
-    feats[rows, 4 + len(COLORS) + objects[:, 4].astype(int)] = 1.0
-    return feats[:, :N_FEATURES]
+    """(..., M, N_FEATURES) features of layout objects (..., M, 5), visible bit set to 1."""
+    objects = np.asarray(objects)
+    feats = np.zeros((*objects.shape[:-1], N_FEATURES + 1), np.float32)  # last: "no colour"
+    feats[..., 0] = 1.0
+    feats[..., 1:4] = objects[..., :3]
+    colour = objects[..., 3].astype(int)
+    hot = np.stack([np.where(colour >= 0, 4 + colour, N_FEATURES),
+                    4 + len(COLORS) + objects[..., 4].astype(int)], -1)  # fmt: skip
+    np.put_along_axis(feats, hot, 1.0, -1)
+    return feats[..., :N_FEATURES]
 
 
 class TaskBatch:
@@ -156,27 +159,39 @@ class TaskBatch:
     # --- episode setup ---------------------------------------------------------------------
     def set_layout(self, i: int, layout: Layout) -> None:
         """Start a new episode in environment ``i`` with ``layout``."""
-        feats = object_features(layout.objects)
-        m = len(feats)
-        pad = np.zeros((m + 1, N_FEATURES), np.float32)
-        pad[:m] = feats
-        self.obj_feats[i] = feats
-        self.slot_feats[i] = pad[layout.frames]  # slot -1 picks the zero row
-        vis = np.zeros((len(layout.frames), m + 1), np.float32)
-        vis[self._frame_rows, layout.frames] = 1.0
-        self.obj_visible[i] = vis[:, :m]
-        self.touch_points[i] = layout.objects[self._n_cue :, :3] + self._touch_offset
-        self._target_point[i] = self.touch_points[i, layout.targets[0]]
-        self.targets[i] = layout.targets
-        self._is_target[i] = False
-        self._is_target[i, layout.targets] = True
-        self.oracle_info[i] = layout.oracle_info
-        self.oracle_onehot[i] = 0.0
-        self.oracle_onehot[i, self._onehot_base + layout.oracle_info] = 1.0
-        self.t[i] = 0
-        self.rank[i] = -1
-        self.n_touched[i] = 0
-        self.success_once[i] = False
+        self.set_layouts(np.array([i]), [layout])
+
+    def set_layouts(self, idx: np.ndarray, layouts: list[Layout]) -> None:
+        """Start new episodes in environments ``idx`` with ``layouts`` (one numpy pass)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        b = len(idx)
+        objects = np.stack([lay.objects for lay in layouts])
+        frames = np.stack([lay.frames for lay in layouts])
+        targets = np.stack([lay.targets for lay in layouts])
+        oracle = np.stack([lay.oracle_info for lay in layouts])
+        feats = object_features(objects)
+        m = feats.shape[1]
+        pad = np.zeros((b, m + 1, N_FEATURES), np.float32)
+        pad[:, :m] = feats
+        rows = np.arange(b)
+        self.obj_feats[idx] = feats
+        self.slot_feats[idx] = pad[rows[:, None, None], frames]  # slot -1 picks the zero row
+        vis = np.zeros((b, frames.shape[1], m + 1), np.float32)
+        vis[rows[:, None, None], self._frame_rows[None], frames] = 1.0
+        self.obj_visible[idx] = vis[..., :m]
+        points = objects[:, self._n_cue :, :3] + self._touch_offset
+        self.touch_points[idx] = points
+        self._target_point[idx] = points[rows, targets[:, 0]]
+        self.targets[idx] = targets
+        self._is_target[idx] = False
+        self._is_target[idx[:, None], targets] = True
+        self.oracle_info[idx] = oracle
+        self.oracle_onehot[idx] = 0.0
+        self.oracle_onehot[idx[:, None], self._onehot_base + oracle] = 1.0
+        self.t[idx] = 0
+        self.rank[idx] = -1
+        self.n_touched[idx] = 0
+        self.success_once[idx] = False
 
     # --- per step ---------------------------------------------------------------------------
     def observe(

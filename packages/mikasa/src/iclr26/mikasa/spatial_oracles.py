@@ -1,4 +1,5 @@
-"""Scripted oracles for the moving-object tasks (ShellGamePush, Intercept*, TakeItBack).
+"""Scripted oracles for the moving-object tasks (ShellGame{Push,Pick}, Intercept*, InterceptGrab*,
+TakeItBack, Rotate*).
 
 All act on batches like :mod:`iclr26.mikasa.oracles` (``reset(num_envs)``, ``act(obs)``):
 
@@ -9,6 +10,18 @@ All act on batches like :mod:`iclr26.mikasa.oracles` (``reset(num_envs)``, ``act
   and parks the gripper, still, where the ball will graze it so that the frictionless contact
   turns the ball toward the goal centre (a deflector); the velocity-blind oracle assumes the
   middle of the task's velocity range; the state oracle reads the velocity.
+* **ShellGamePick**: the cup is chosen as for ShellGamePush; the oracle descends onto its top
+  (which grasps it) and lifts it to the goal 0.1 m in front of and above its slot.
+* **InterceptGrab**: the velocity is estimated (or assumed, or read) as for Intercept; the
+  gripper waits, still, just above the ball's predicted path at the first point it can reach in
+  time, so the ball rolls into its grasp point.
+* **Rotate**: the memory oracle stores the peg's initial yaw and centre at t = 0 and pushes one
+  end of the peg sideways (a step sized by the limit-surface rotation rate) until the rotation
+  since the start matches the prompt; it pushes the end that also moves the centre back toward
+  its start (RotateStrict). The state oracle reads the remaining error and the start; the
+  memoryless oracle, which cannot know the initial yaw, takes it to be 0 (any fixed guess is
+  as good: the initial yaw is uniform), so it succeeds only when the peg started within the
+  tolerance of that guess (about 0.2 / 2π ≈ 3 %).
 * **TakeItBack**: the memory oracle stores the cube's first position (the hidden initial region),
   pushes the cube to the red goal and, once the goal has turned purple, back to the stored
   position; the memoryless oracle returns it to (0, -0.025), the best fixed point (the errata's
@@ -23,13 +36,37 @@ from __future__ import annotations
 import numpy as np
 
 from iclr26.mikasa.kinematic import MAX_DELTA, check_seed
-from iclr26.mikasa.spatial import SpatialSpec, spatial_obs_layout
-from iclr26.mikasa.tasks import BALL_RADIUS, CUBE_HALF, CUP_RADIUS, TCP_RADIUS
+from iclr26.mikasa.oracles import check_oracle_obs
+from iclr26.mikasa.spatial import (
+    PEG_GYRATION2,
+    PEG_HALF_WIDTH,
+    PICK_LIFT,
+    SpatialSpec,
+    spatial_obs_layout,
+    wrap_angle,
+)
+from iclr26.mikasa.tasks import BALL_RADIUS, CUBE_HALF, CUP_HALF_HEIGHT, CUP_RADIUS, TCP_RADIUS
 
-__all__ = ["SpatialOracle", "make_spatial_oracle", "plan_deflector", "push_action"]
+__all__ = [
+    "SpatialOracle",
+    "make_spatial_oracle",
+    "plan_catch",
+    "plan_deflector",
+    "push_action",
+    "rotate_action",
+]
 
 DT = 0.04
 TIB_BLIND_RETURN = np.array([0.0, -0.025])
+PEG_LEVER = 0.085  # where the Rotate oracle pushes the peg, from its centre along the axis
+PEG_Z = PEG_HALF_WIDTH  # pushing height: the peg's axis
+GRAB_Z = 2 * BALL_RADIUS + TCP_RADIUS + 0.005  # InterceptGrab: wait just above the ball's path
+PICK_Z = 2 * CUP_HALF_HEIGHT + TCP_RADIUS + 0.005  # ShellGamePick: rest on the cup's top
+
+
+def toward(tcp: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """(N, 3) P-controller actions that move the TCP to ``target`` (clipped to [-1, 1])."""
+    return np.clip((target - tcp) / MAX_DELTA, -1.0, 1.0)
 
 
 def push_action(
@@ -67,9 +104,65 @@ def push_action(
     rise = low & ~behind & ~near_pre
     target[:, :2] = np.where(rise[:, None], tcp[:, :2], target[:, :2])
     target[:, 2] = np.where(rise, z_safe, target[:, 2])
-    action = np.clip((target - tcp) / MAX_DELTA, -1.0, 1.0)
+    action = toward(tcp, target)
     stop = ~active | (dist < tol)
     return np.where(stop[:, None], 0.0, action)
+
+
+def rotate_action(
+    tcp: np.ndarray,
+    centre: np.ndarray,
+    yaw: np.ndarray,
+    err: np.ndarray,
+    end: np.ndarray,
+    tol: float = 0.03,
+) -> np.ndarray:
+    """(N, 3) actions that turn the Rotate peg by ``err`` radians, pushing end ``end`` (±1).
+
+    Pushing the end at lever s along the axis sideways by δ turns the peg by about
+    δ s / (c² + s²) (the kinematic limit-surface model), so the push step is sized from the
+    remaining error. Environments within ``tol`` get a zero action (static).
+    """
+    sigma = np.where(err >= 0, 1.0, -1.0)
+    axis = np.stack([np.cos(yaw), np.sin(yaw)], -1)
+    perp = np.stack([-axis[:, 1], axis[:, 0]], -1)
+    d = (sigma * end)[:, None] * perp  # the push direction
+    touch = centre + (end * PEG_LEVER)[:, None] * axis - d * (PEG_HALF_WIDTH + TCP_RADIUS)
+    pre = touch - 0.02 * d
+    rate = PEG_LEVER / (PEG_GYRATION2 + PEG_LEVER**2)
+    step = np.minimum(np.abs(err) / rate, MAX_DELTA)
+    w = tcp[:, :2] - touch
+    along = (w * d).sum(-1)
+    lateral = np.linalg.norm(w - along[:, None] * d, axis=-1)
+    low = tcp[:, 2] < PEG_Z + 0.012
+    engaged = low & (lateral < 0.012) & (along > -0.025) & (along < 0.015)
+    near_pre = np.linalg.norm(tcp[:, :2] - pre, axis=-1) < 0.008
+    target = np.empty_like(tcp)
+    target[:, :2] = np.where(engaged[:, None], touch + step[:, None] * d, pre)
+    target[:, 2] = np.where(engaged | near_pre, PEG_Z, 0.08)
+    rise = low & ~engaged & ~near_pre
+    target[:, :2] = np.where(rise[:, None], tcp[:, :2], target[:, :2])
+    target[:, 2] = np.where(rise, 0.08, target[:, 2])
+    return np.where((np.abs(err) < tol)[:, None], 0.0, toward(tcp, target))
+
+
+def plan_catch(pos: np.ndarray, vel: np.ndarray, tcp: np.ndarray) -> np.ndarray:
+    """Where to wait (x, y) so a ball at ``pos`` rolling at ``vel`` runs into the grasp point.
+
+    The first point of the ball's path (y from -0.3 on) that the gripper reaches, at 0.75 m/s
+    per axis plus two steps of margin, before the ball.
+    """
+    for y_c in np.arange(-0.30, 0.31, 0.02):
+        if vel[1] <= 1e-6:
+            break
+        tau = (y_c - pos[1]) / vel[1]
+        x_c = pos[0] + vel[0] * tau
+        if tau <= 0 or abs(x_c) > 0.34:
+            continue
+        need = max(abs(x_c - tcp[0]), abs(y_c - tcp[1]), abs(GRAB_Z - tcp[2])) / MAX_DELTA + 2
+        if need * DT < tau:
+            return np.array([x_c, y_c])
+    return np.array([pos[0], 0.3])
 
 
 def plan_deflector(
@@ -139,40 +232,36 @@ class SpatialOracle:
         self.goal = np.zeros((n, 2))
         self.park = np.full((n, 2), np.nan)
         self.t = np.zeros(n, np.int64)
-
-    def _check(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float64)
-        if obs.ndim == 1:
-            obs = obs[None]
-        if obs.ndim != 2 or obs.shape[1] != self.layout.dim:
-            raise ValueError(
-                f"obs must have shape (num_envs, {self.layout.dim}) for {self.spec.env_id} in "
-                f"{self.obs_mode} mode, got {obs.shape}"
-            )
-        if self.num_envs != len(obs):
-            self.reset(len(obs))
-        return obs
+        self.yaw0 = np.zeros(n)
+        self.end = np.ones(n)
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Actions (num_envs, 3) for observations (num_envs, dim)."""
-        obs = self._check(obs)
+        obs = check_oracle_obs(self, obs)
         t = np.rint(obs[:, 6] * self.spec.T).astype(np.int64)
         new = t == 0
         if new.any():  # an episode (re)started in these envs
             self.cup[new] = -1
             self.park[new] = np.nan
             self.prev_xy[new] = np.nan
+            self.end[new] = 1.0
         feats = self.layout.split_objects(obs)
-        fam = self.spec.family
-        if fam == "shell_push":
-            return self._shell_push(obs, feats, t)
-        if fam == "intercept":
-            return self._intercept(obs, feats, t)
-        return self._take_it_back(obs, feats, t)
+        return getattr(self, f"_{self.spec.family}")(obs, feats, t)
 
-    # --- ShellGamePush ------------------------------------------------------------------------
-    def _shell_push(self, obs, feats, t):
-        tcp = obs[:, :3]
+    def _velocity(self, obs, ball, i):
+        """Ball velocity of env ``i``: read (state), assumed (memoryless) or estimated (memory)."""
+        lo, hi = self.spec.velocity_range
+        if self.kind == "state":
+            return obs[i, self.layout.oracle][2:4]
+        if self.kind == "memoryless":
+            return np.array([0.025, (lo + hi) / 2])
+        if np.isnan(self.prev_xy[i, 0]):
+            return None  # one more position needed
+        return (ball[i] - self.prev_xy[i]) / DT
+
+    # --- ShellGamePush / ShellGamePick --------------------------------------------------------
+    def _choose_cup(self, obs, feats, t) -> np.ndarray:
+        """Remember the ball (cue), commit to a cup at the first act step; True while acting."""
         cue = t < self.spec.cue_end
         if self.kind == "memory" and cue.any():
             self.mem_xy[cue] = feats[cue, 0, 1:3]
@@ -188,27 +277,36 @@ class SpatialOracle:
             rows = np.flatnonzero(first)
             self.cup[rows] = choice[rows]
             self.goal[rows] = cups[rows, choice[rows]] + np.array([0.0, 0.1])
-        ar = np.arange(len(obs))
-        obj = feats[ar, 1 + np.maximum(self.cup, 0), 1:3]
-        return push_action(
-            tcp, obj, self.goal, CUP_RADIUS + TCP_RADIUS, 0.03, 0.14, ~cue & (self.cup >= 0)
-        )
+        return ~cue & (self.cup >= 0)
+
+    def _shell_push(self, obs, feats, t):
+        active = self._choose_cup(obs, feats, t)
+        obj = feats[np.arange(len(obs)), 1 + np.maximum(self.cup, 0), 1:3]
+        return push_action(obs[:, :3], obj, self.goal, CUP_RADIUS + TCP_RADIUS, 0.03, 0.14, active)
+
+    def _shell_pick(self, obs, feats, t):
+        tcp = obs[:, :3]
+        active = self._choose_cup(obs, feats, t)
+        cup = feats[np.arange(len(obs)), 1 + np.maximum(self.cup, 0), 1:4]
+        held = obs[:, self.layout.extra][:, 0] > 0.5
+        over = np.linalg.norm(tcp[:, :2] - cup[:, :2], axis=-1) < 0.006
+        target = np.empty_like(tcp)
+        target[:, :2] = cup[:, :2]
+        target[:, 2] = np.where(over, PICK_Z, PICK_Z + 0.05)
+        goal = np.concatenate([self.goal, np.full((len(obs), 1), CUP_HALF_HEIGHT + PICK_LIFT)], -1)
+        carry = tcp + goal - cup
+        target = np.where(held[:, None], carry, target)
+        done = held & (np.linalg.norm(goal - cup, axis=-1) < 0.005)
+        return np.where((active & ~done)[:, None], toward(tcp, target), 0.0)
 
     # --- Intercept ----------------------------------------------------------------------------
     def _intercept(self, obs, feats, t):
         tcp = obs[:, :3]
         ball, goal = feats[:, 0, 1:3], feats[:, 1, 1:3]
-        lo, hi = self.spec.velocity_range
         for i in np.flatnonzero(np.isnan(self.park[:, 0])):
-            if self.kind == "state":
-                vel = obs[i, self.layout.oracle][2:4]
-            elif self.kind == "memoryless":
-                vel = np.array([0.025, (lo + hi) / 2])
-            elif np.isnan(self.prev_xy[i, 0]):
-                continue  # one more position needed
-            else:
-                vel = (ball[i] - self.prev_xy[i]) / DT
-            self.park[i] = plan_deflector(ball[i], vel, goal[i], tcp[i])
+            vel = self._velocity(obs, ball, i)
+            if vel is not None:
+                self.park[i] = plan_deflector(ball[i], vel, goal[i], tcp[i])
         self.prev_xy = ball.copy()
         planned = ~np.isnan(self.park[:, 0])
         target = np.empty_like(tcp)
@@ -216,8 +314,45 @@ class SpatialOracle:
         target[:, :2] = park
         far = np.linalg.norm(park - tcp[:, :2], axis=-1) > 0.008
         target[:, 2] = np.where(far, 0.08, BALL_RADIUS)
-        action = np.clip((target - tcp) / MAX_DELTA, -1.0, 1.0)
-        return np.where(planned[:, None], action, 0.0)
+        return np.where(planned[:, None], toward(tcp, target), 0.0)
+
+    # --- InterceptGrab ------------------------------------------------------------------------
+    def _intercept_grab(self, obs, feats, t):
+        tcp = obs[:, :3]
+        ball = feats[:, 0, 1:3]
+        for i in np.flatnonzero(np.isnan(self.park[:, 0])):
+            vel = self._velocity(obs, ball, i)
+            if vel is not None:
+                self.park[i] = plan_catch(ball[i], vel, tcp[i])
+        self.prev_xy = ball.copy()
+        planned = ~np.isnan(self.park[:, 0])
+        held = obs[:, self.layout.extra][:, 0] > 0.5
+        target = np.concatenate([self.park, np.full((len(obs), 1), GRAB_Z)], -1)
+        return np.where((planned & ~held)[:, None], toward(tcp, np.nan_to_num(target)), 0.0)
+
+    # --- Rotate -------------------------------------------------------------------------------
+    def _rotate(self, obs, feats, t):
+        extra = obs[:, self.layout.extra]
+        prompt, yaw = extra[:, 0], np.arctan2(extra[:, 2], extra[:, 1])
+        centre = feats[:, 0, 1:3]
+        start = t == 0
+        if self.kind == "state":
+            oracle = obs[:, self.layout.oracle]
+            err, home = oracle[:, 0], oracle[:, 3:5]
+        else:
+            if self.kind == "memory":
+                self.yaw0[start] = yaw[start]
+                self.mem_xy[start] = centre[start]
+            else:  # no memory of the start: a fixed guess of the initial yaw and centre
+                self.yaw0[:] = 0.0
+                self.mem_xy[:] = centre
+            err = wrap_angle(prompt - wrap_angle(yaw - self.yaw0))
+            home = self.mem_xy
+        # push the end whose push also moves the centre back toward its start (hysteresis 1 cm)
+        sigma = np.where(err >= 0, 1.0, -1.0)
+        drift = ((centre - home) * np.stack([-np.sin(yaw), np.cos(yaw)], -1)).sum(-1)
+        self.end = np.where(np.abs(drift) > 0.01, -np.sign(sigma * drift), self.end)
+        return rotate_action(obs[:, :3], centre, yaw, err, self.end)
 
     # --- TakeItBack ---------------------------------------------------------------------------
     def _take_it_back(self, obs, feats, t):

@@ -186,6 +186,13 @@ def _grid(nx: int, ny: int, spacing: float) -> np.ndarray:
     return np.stack(np.meshgrid(xs, ys, indexing="ij"), -1).reshape(-1, 2)
 
 
+@functools.cache
+def _others(n_values: int) -> np.ndarray:
+    """(n_values, n_values - 1): row v lists every value but v, in order."""
+    every = np.arange(n_values)
+    return np.stack([every[every != v] for v in range(n_values)])
+
+
 def _candidate_xy(k: int, rng: np.random.Generator) -> np.ndarray:
     """K positions in random cells of a jittered grid (3×3 up to 9 objects, else 5×3)."""
     if k <= 9:
@@ -222,16 +229,19 @@ def sample_layout(spec: TaskSpec, rng: np.random.Generator) -> Layout:
         else:
             n_values = spec.n_values
             value = int(rng.integers(n_values))
-            others = rng.permutation([v for v in range(n_values) if v != value])[: k - 1]
-            values = np.concatenate([[value], others])
+            values = np.empty(k, np.int64)
+            values[0] = value
+            values[1:] = rng.permutation(_others(n_values)[value])[: k - 1]
             order = rng.permutation(k)
             values = values[order]
-            target = int(np.flatnonzero(order == 0)[0])
+            target = int(order.argmin())  # where value (index 0) went
             oracle_value = value
+            props = np.zeros((k, 2), np.int64)
             if spec.attribute == "color":
-                props = np.stack([np.zeros(k, int), values], -1)  # cubes of k colours
+                props[:, 1] = values  # cubes of k colours
             else:
-                props = np.stack([values, np.full(k, 2)], -1)  # blue objects of k shapes
+                props[:, 0] = values  # blue objects of k shapes
+                props[:, 1] = 2
         targets = np.array([target])
         oracle = np.array([oracle_value])
         objects[0] = [0.0, 0.0, z_cube, props[target, 1], props[target, 0]]
