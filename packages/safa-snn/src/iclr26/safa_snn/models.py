@@ -71,12 +71,8 @@ class _Spiking(nn.Module):
     feat_dim: int
 
     def _init_common(self, T: int, feat_dim: int, num_classes: int) -> None:
-        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
-            raise ValueError(f"T must be a positive int, got {T!r}")
-        if isinstance(feat_dim, bool) or not isinstance(feat_dim, int) or feat_dim < 1:
-            raise ValueError(f"feat_dim must be a positive int, got {feat_dim!r}")
-        self.T = T
-        self.feat_dim = feat_dim
+        self.T = _pos(T, "T")
+        self.feat_dim = _pos(feat_dim, "feat_dim")
         self.head = nn.Linear(feat_dim, num_classes, bias=False)
 
     def neurons(self) -> list[LIF]:
@@ -116,16 +112,15 @@ class SpikingMLP(_Spiking):
     ) -> None:
         super().__init__()
         self._init_common(T, feat_dim, num_classes)
-        if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
-            raise ValueError(f"in_features must be a positive int, got {in_features!r}")
-        self.in_features = in_features
+        self.in_features = _pos(in_features, "in_features")
         layers: list[nn.Module] = []
         prev = in_features
         for i, h in enumerate(hidden):
-            kw = dict(neuron_kw)
-            if "mask_seed" in kw and kw["mask_seed"] is not None:
-                kw["mask_seed"] = kw["mask_seed"] + i
-            layers += [nn.Linear(prev, h), nn.BatchNorm1d(h), make_neuron(neuron, h, **kw)]
+            layers += [
+                nn.Linear(prev, h),
+                nn.BatchNorm1d(h),
+                make_neuron(neuron, h, **_neuron_kw(neuron_kw, i)),
+            ]
             prev = h
         self.layers = nn.ModuleList(layers)
         self.fc = nn.Linear(prev, feat_dim)
@@ -166,35 +161,17 @@ class SpikingConvNet(_Spiking):
         blocks = []
         prev = in_channels
         for i, w in enumerate(widths):
-            kw = dict(neuron_kw)
-            if kw.get("mask_seed") is not None:
-                kw["mask_seed"] = kw["mask_seed"] + i
-            blocks.append(
-                nn.ModuleDict(
-                    {
-                        "conv": nn.Conv2d(prev, w, 3, padding=1),
-                        "bn": nn.BatchNorm2d(w),
-                        "lif": make_neuron(neuron, w, **kw),
-                    }
-                )
-            )
+            blocks.append(ConvBNLIF(prev, w, bias=True, neuron=neuron, **_neuron_kw(neuron_kw, i)))
             prev = w
         self.blocks = nn.ModuleList(blocks)
         side = img_size // 2 ** len(widths)
         self.fc = nn.Linear(prev * side * side, feat_dim)
 
     def features(self, x: Tensor) -> Tensor:
-        _check_input(x, 4)
-        if x.shape[-3:] != (self.in_channels, self.img_size, self.img_size):
-            raise ValueError(
-                f"x must end in ({self.in_channels}, {self.img_size}, {self.img_size}), "
-                f"got {tuple(x.shape)}"
-            )
-        h = direct_encode(x, self.T) if x.ndim == 4 else x
-        for b in self.blocks:
-            h = _bt(lambda z, b=b: b["bn"](b["conv"](z)), h)
-            h = b["lif"](h)
-            h = _bt(lambda z: nn.functional.avg_pool2d(z, 2), h)
+        """Features ``[B, T, feat_dim]``."""
+        h = _check_image(self, x)
+        for block in self.blocks:
+            h = _bt(lambda z: nn.functional.avg_pool2d(z, 2), block(h))
         return self.fc(h.flatten(2))
 
 
@@ -223,14 +200,15 @@ def _pos(v, name: str) -> int:
 
 
 class ConvBNLIF(nn.Module):
-    """3×3 (or k×k) conv → BatchNorm → LIF on ``[B, T, C, H, W]`` (conv and BN per time step)."""
+    """3×3 (or k×k) conv → BatchNorm → LIF on ``[B, T, C, H, W]`` (conv and BN per time step);
+    the conv has no bias unless ``bias=True`` (BatchNorm follows it)."""
 
     def __init__(
-        self, c_in: int, c_out: int, *, stride: int = 1, kernel: int = 3, neuron="sparsity_aware",
-        **neuron_kw,
+        self, c_in: int, c_out: int, *, stride: int = 1, kernel: int = 3, bias: bool = False,
+        neuron="sparsity_aware", **neuron_kw,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, bias=False)
+        self.conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, bias=bias)
         self.bn = nn.BatchNorm2d(c_out)
         self.lif = make_neuron(neuron, c_out, **neuron_kw)
 
