@@ -278,7 +278,7 @@ class CKAStats:
 
     For ``X`` (``n × d``) with column means ``x̄`` and centred rows ``x̃_i = x_i − x̄``: the
     diagonal of the centred Gram matrix ``k_i = ‖x̃_i‖²``, its trace ``t = Σ k_i``, and
-    ``‖X̃ᵀX̃‖_F²`` (``= tr(K̃²)`` for ``K̃ = X̃X̃ᵀ``). With them, the self-HSIC of both the biased and
+    ``‖X̃ᵀX̃‖_F²`` (``= tr((X̃X̃ᵀ)²)``). With them, the self-HSIC of both the biased and
     the unbiased estimator is known, and a comparison with another representation costs one
     ``d₁ × d₂`` product (:func:`cka` takes ``CKAStats`` for either argument). The unbiased HSIC
     (Song et al. 2012) is invariant to translating ``X``, so it is computed on ``X̃``, where the
@@ -286,8 +286,9 @@ class CKAStats:
 
     ``HSIC₁(X, Y) = [‖X̃ᵀỸ‖_F² − n/(n−2)·kᵀl + t_x t_y/((n−1)(n−2))] / (n(n−3))``.
 
-    Centring is done block by block in float64 (no copy of ``X`` is kept or made; a float32
-    input stays float32 and each block is promoted), so a large offset does not cost accuracy.
+    Centring is done block by block in float64 (no copy of ``X`` is made; a float32 input stays
+    float32 and each block is promoted), so a large offset does not cost accuracy. The object
+    keeps a reference to ``X`` for the cross products: do not modify ``X`` in place afterwards.
 
     Args:
         X: ``(n, d)`` representation (NumPy array, torch tensor or nested list), finite, n ≥ 2.
