@@ -49,6 +49,8 @@ def test_careless_user(tmp_path, capsys):
         (["compare", str(g1), str(g1), "--margin", "nan"], "--margin"),
         (["speed", "--rounds", "0"], "--rounds"),
         (["speed", "--seed", "x"], "--seed"),
+        (["speed", "--kernels", "cka,svd"], "--kernels"),
+        (["speed", "--kernels", ","], "--kernels"),
     ]:
         with pytest.raises(SystemExit) as exc:
             main(argv)
@@ -81,3 +83,11 @@ def test_compare_reports_models_that_fail_the_gate_as_not_comparable(tmp_path, c
     assert code == 1
     assert "m0.safetensors: not comparable (accuracy" in out
     assert '"comparable": false' in out
+
+
+def test_speed_kernel_names_match_the_experiments():
+    from iclr26.interp_equiv import cli, experiments
+
+    assert cli._SPEED_KERNELS == experiments.SPEED_KERNELS
+    with pytest.raises(ValueError, match="kernels"):
+        experiments.speed_rows(kernels=("svd",))

@@ -9,13 +9,16 @@ from hypothesis import strategies as st
 from sklearn.linear_model import RidgeCV
 
 from iclr26.interp_equiv import (
+    CKAStats,
     cka,
     cka_permutation_test,
     linear_predictivity,
     procrustes_similarity,
     ridge_r2,
+    similarity,
     svcca,
 )
+from iclr26.interp_equiv.estimator import similarity_matrix
 from iclr26.interp_equiv.experiments import _naive_debiased_cka, _naive_ridge_grid, _svd_ridge_grid
 from iclr26.interp_equiv.similarity import train_test_rows
 
@@ -83,6 +86,72 @@ def test_cka_feature_space_equals_gram_formula_and_invariances():
     assert cka(3.0 * X @ Q + 5.0, Y) == pytest.approx(ours, abs=1e-10)
     assert cka(X, X) == pytest.approx(1.0)
     assert cka(X, Y, debiased=False) == pytest.approx(cka(Y, X, debiased=False))
+
+
+def _gram_cka(X, Y, debiased=True):
+    """CKA from the n × n Gram matrices of the raw (uncentred) inputs, in float64: Song et al.
+    (2012)'s unbiased HSIC on zero-diagonal Grams, or the biased tr(HKHL) / ..."""
+    n = X.shape[0]
+    K, L = X @ X.T, Y @ Y.T
+    if not debiased:
+        H = np.eye(n) - 1.0 / n
+        Kc, Lc = H @ K @ H, H @ L @ H
+        return (Kc * Lc).sum() / math.sqrt((Kc * Kc).sum() * (Lc * Lc).sum())
+
+    def hsic(A, B):
+        A, B = A - np.diag(np.diag(A)), B - np.diag(np.diag(B))
+        one = np.ones(n)
+        t = np.trace(A @ B) + one @ A @ one * (one @ B @ one) / ((n - 1) * (n - 2))
+        return (t - 2.0 / (n - 2) * one @ A @ B @ one) / (n * (n - 3))
+
+    return hsic(K, L) / math.sqrt(hsic(K, K) * hsic(L, L))
+
+
+@pytest.mark.parametrize("block", [3, 2048])
+@pytest.mark.parametrize(("n", "d1", "d2"), [(4, 2, 3), (5, 6, 1), (37, 9, 7), (200, 30, 12)])
+def test_cka_equals_the_n_by_n_gram_formula(monkeypatch, block, n, d1, d2):
+    # feature space, centred block by block: the same number as the n × n formulas, to
+    # rounding, on uncentred inputs, at any block size (3: many blocks and a ragged last one)
+    monkeypatch.setattr(similarity, "_BLOCK", block)
+    rng = _rng(n + d1)
+    X = rng.standard_normal((n, d1)) + rng.standard_normal(d1) * 3
+    Y = X[:, :1] @ rng.standard_normal((1, d2)) + rng.standard_normal((n, d2)) + 2.0
+    assert cka(X, Y) == pytest.approx(_gram_cka(X, Y), abs=1e-10)
+    assert cka(X, Y, debiased=False) == pytest.approx(_gram_cka(X, Y, False), abs=1e-12)
+    # CKAStats reused for either side gives the same number
+    sx, sy = CKAStats(X), CKAStats(Y)
+    assert cka(sx, Y) == cka(X, sy) == cka(sx, sy) == cka(X, Y)
+    assert cka(sx, sx) == pytest.approx(1.0)
+
+
+def test_cka_centring_is_exact_under_large_offsets_and_float32_input():
+    rng = _rng(11)
+    X = rng.standard_normal((300, 8))
+    Y = X @ rng.standard_normal((8, 5)) + rng.standard_normal((300, 5))
+    ref = cka(X, Y)
+    # translation invariance with an offset 10⁶ times the spread: centring happens before any
+    # product, so no cancellation (folding n·x̄ȳᵀ into XᵀY instead would cancel ~12 digits)
+    assert cka(X + 1e6, Y - 3e5) == pytest.approx(ref, abs=1e-9)
+    # float32 input is read as it is (no float64 copy) and promoted block by block: the same
+    # as the float64 array holding the same values
+    X32 = X.astype(np.float32)
+    assert cka(X32, Y) == pytest.approx(cka(X32.astype(np.float64), Y), abs=1e-12)
+    # symmetric, and isotropic scaling / orthogonal maps of either side leave it unchanged
+    Q, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    assert cka(Y, X) == pytest.approx(ref, abs=1e-12)
+    assert cka(X, 0.01 * Y @ Q) == pytest.approx(ref, abs=1e-12)
+
+
+def test_cka_similarity_matrix_reuses_stats():
+    rng = _rng(12)
+    reps = [rng.standard_normal((60, 4)) @ rng.standard_normal((4, d)) for d in (3, 5, 6)]
+    S = similarity_matrix(reps, "cka")
+    for i in range(3):
+        for j in range(3):
+            want = 1.0 if i == j else cka(reps[i], reps[j])
+            assert S[i, j] == pytest.approx(want, abs=1e-12)
+    Sb = similarity_matrix(reps, "cka_biased")
+    assert Sb[0, 2] == pytest.approx(cka(reps[0], reps[2], debiased=False), abs=1e-12)
 
 
 def test_cka_undefined_cases_warn_and_return_nan():

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         save_representations,
     )
     from iclr26.interp_equiv.similarity import (
+        CKAStats,
         cka,
         cka_permutation_test,
         linear_predictivity,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
 # command line's --help and --version stay free of torch.
 _EXPORTS = {
     "Algorithm": "tasks",
+    "CKAStats": "similarity",
     "Cache": "models",
     "EquivalenceResult": "estimator",
     "Implementation": "iit",
@@ -114,6 +116,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "MEASURES",
     "Algorithm",
+    "CKAStats",
     "Cache",
     "EquivalenceResult",
     "HookedTransformerAdapter",

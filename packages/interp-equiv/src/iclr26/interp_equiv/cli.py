@@ -126,12 +126,34 @@ def _compare_setup(parser: argparse.ArgumentParser):
     return run
 
 
+# the same names as experiments.SPEED_KERNELS (not imported here: that module loads torch)
+_SPEED_KERNELS = ("cka", "ridge", "permutation")
+
+
+def _kernels_arg(value: str) -> tuple[str, ...]:
+    names = tuple(k.strip() for k in value.split(",") if k.strip())
+    bad = [k for k in names if k not in _SPEED_KERNELS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated subset of {','.join(_SPEED_KERNELS)}, got {value!r}"
+        )
+    return names
+
+
 def _speed_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "--rounds", type=int_arg(1), default=5,
         help="interleaved rounds of ours vs the peer per kernel (default: 5)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="data seed")
+    parser.add_argument(
+        "--kernels", type=_kernels_arg, default=_SPEED_KERNELS,
+        help="comma-separated subset of cka,ridge,permutation (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-gram-peer", action="store_true",
+        help="skip the n × n Gram CKA peer (≈ 200 GFLOP per call, the slowest by far)",
+    )  # fmt: skip
 
     def run(args: argparse.Namespace) -> int:
         import os
@@ -139,7 +161,10 @@ def _speed_setup(parser: argparse.ArgumentParser):
         from iclr26.interp_equiv.experiments import speed_rows
 
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        rows, _ = speed_rows(rounds=args.rounds, seed=args.seed)
+        rows, _ = speed_rows(
+            rounds=args.rounds, seed=args.seed, kernels=args.kernels,
+            gram_peer=not args.no_gram_peer,
+        )  # fmt: skip
         keys = list(rows[0])
         print(f"load average at start: {load:.1f}")
         print("| " + " | ".join(keys) + " |")

@@ -1,7 +1,8 @@
 """The two experimental tiers: which implementations to sample, and how to train them.
 
 * ``TRANSFORMER_TIER`` (spec §5.1): permutation detection with three algorithms; tiny
-  Transformers varied over seed, width and which layer hosts the variables (the alignment).
+  Transformers varied over seed, width and which block hosts the variables (variable ``v_i`` is
+  aligned to that block's MLP output at position ``i``).
 * ``MLP_TIER`` (spec §5.2, the fast tier): digit sum mod 5 with ``pairwise`` and ``total``;
   two-hidden-layer MLPs varied over seed, width and the layer hosting the variables.
 
@@ -69,7 +70,10 @@ class Tier:
     def alignment(self, task: Task, algorithm: str, v: Variant) -> dict[str, Site]:
         variables = list(task.algorithm(algorithm).variables)
         if isinstance(task, PermutationDetection):
-            return {name: Site.resid(v.host_layer, pos=i) for i, name in enumerate(variables)}
+            # v_i lives in the host block's MLP output at position i, not in the whole residual
+            # stream there (which also carries the token x_i): on rank_check the residual
+            # alignment plateaued at IIA ≈ 0.9 and missed the gate in 3 of 4 models (README).
+            return {name: Site(self.mlp_out(v), pos=i) for i, name in enumerate(variables)}
         # MLP: each variable owns a block of 32 units of the host hidden layer
         # (the integer total gets 64: it has 17+ values).
         size = 64 if len(variables) == 1 else 32
@@ -80,13 +84,18 @@ class Tier:
             for k, name in enumerate(variables)
         }
 
+    @staticmethod
+    def mlp_out(v: Variant) -> str:
+        """The Transformer tier's host site: the MLP output of block ``v.host_layer``."""
+        return f"blocks.{v.host_layer}.hook_mlp_out"
+
     def strict_sites(self, task: Task, algorithm: str, v: Variant) -> list[Site]:
         """The host layer's sites outside the alignment: resample-ablating them must not change
         the output (SIIT), so the host layer's information reaches the output only through the
-        aligned sites. Transformer: the classification position's residual; MLP: the units
-        outside the variables' blocks."""
+        aligned sites. Transformer: the host MLP's output at the classification position; MLP:
+        the units outside the variables' blocks."""
         if isinstance(task, PermutationDetection):
-            return [Site.resid(v.host_layer, pos=task.n)]
+            return [Site(self.mlp_out(v), pos=task.n)]
         spans = sorted(s.dims for s in self.alignment(task, algorithm, v).values())
         lo, hi = spans[0][0], spans[-1][1]
         hook = f"hidden.{v.host_layer}"

@@ -35,6 +35,7 @@ import numpy as np
 
 from iclr26.interp_equiv.similarity import (
     OFFICIAL_ALPHAS,
+    CKAStats,
     as_matrix,
     cka,
     predictivity_matrix,
@@ -111,6 +112,8 @@ def similarity_matrix(
         "svcca": svcca,
     }[measure]
     m = len(mats)
+    if measure in ("cka", "cka_biased"):  # the self terms once per representation, not per pair
+        mats = [CKAStats(x) for x in mats]
     S = np.ones((m, m))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

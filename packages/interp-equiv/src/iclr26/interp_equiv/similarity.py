@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from iclr26.shared import check_int, check_range
 
 __all__ = [
     "OFFICIAL_ALPHAS",
+    "CKAStats",
     "RidgeSVD",
     "as_matrix",
     "cka",
@@ -56,6 +57,12 @@ def as_matrix(x: Any, name: str, *, min_rows: int = 1) -> np.ndarray:
     refused rather than guessed (is it one feature or one sample?). Integer and bool arrays are
     converted exactly; complex, object and string arrays are refused.
     """
+    return _as_real(x, name, min_rows=min_rows).astype(np.float64, copy=False)
+
+
+def _as_real(x: Any, name: str, *, min_rows: int = 1) -> np.ndarray:
+    """:func:`as_matrix` without the float64 cast: float32/float64 arrays are returned as they
+    are (no copy), everything else numeric as float64."""
     if type(x).__module__.startswith("torch"):
         x = x.detach().cpu().numpy()
     if isinstance(x, np.ndarray):
@@ -73,7 +80,8 @@ def as_matrix(x: Any, name: str, *, min_rows: int = 1) -> np.ndarray:
         raise ValueError(
             f"{name} needs at least {min_rows} rows and 1 column, got shape {arr.shape}"
         )
-    arr = arr.astype(np.float64, copy=False)
+    if arr.dtype not in (np.float32, np.float64):
+        arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or inf")
     return arr
@@ -252,26 +260,80 @@ def predictivity_matrix(
     return S
 
 
-def _hsic_terms(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Feature-space pieces of the unbiased HSIC for the linear kernel ``K = XXᵀ``."""
-    diag = np.einsum("ij,ij->i", X, X)  # K_ii
-    row = X @ X.sum(0) - diag  # (K̃ 1)_i with the diagonal zeroed
-    return diag, row, float(row.sum())
+#: Rows per block when centring inside the CKA products: each block is centred into a float64
+#: buffer of ``_BLOCK × d`` (a few MB, cache-resident) and multiplied at once, so no centred or
+#: float64 copy of a whole representation is ever made.
+_BLOCK = 2048
 
 
-def _unbiased_hsic(
-    XtY_fro2: float,
-    dx: np.ndarray,
-    dy: np.ndarray,
-    rx: np.ndarray,
-    ry: np.ndarray,
-    sx: float,
-    sy: float,
-    n: int,
-) -> float:
-    # tr(K̃L̃) = tr(KL) - Σ K_ii L_ii, and tr(KL) = ||XᵀY||_F² for linear kernels.
-    tr = XtY_fro2 - float(dx @ dy)
-    return (tr + sx * sy / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * float(rx @ ry)) / (n * (n - 3))
+def _centred_blocks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, X[rows] - mean)`` in float64, block by block (see :data:`_BLOCK`)."""
+    for start in range(0, X.shape[0], _BLOCK):
+        rows = slice(start, start + _BLOCK)
+        yield rows, np.subtract(X[rows], mean, dtype=np.float64)
+
+
+class CKAStats:
+    """The pieces of linear CKA that depend on one representation only, computed once.
+
+    For ``X`` (``n × d``) with column means ``x̄`` and centred rows ``x̃_i = x_i − x̄``: the
+    diagonal of the centred Gram matrix ``k_i = ‖x̃_i‖²``, its trace ``t = Σ k_i``, and
+    ``‖X̃ᵀX̃‖_F²`` (``= tr((X̃X̃ᵀ)²)``). With them, the self-HSIC of both the biased and
+    the unbiased estimator is known, and a comparison with another representation costs one
+    ``d₁ × d₂`` product (:func:`cka` takes ``CKAStats`` for either argument). The unbiased HSIC
+    (Song et al. 2012) is invariant to translating ``X``, so it is computed on ``X̃``, where the
+    zero-diagonal Gram's row sums are ``−k`` and its total is ``−t``; the estimator reduces to
+
+    ``HSIC₁(X, Y) = [‖X̃ᵀỸ‖_F² − n/(n−2)·kᵀl + t_x t_y/((n−1)(n−2))] / (n(n−3))``.
+
+    Centring is done block by block in float64 (no copy of ``X`` is made; a float32 input stays
+    float32 and each block is promoted), so a large offset does not cost accuracy. The object
+    keeps a reference to ``X`` for the cross products: do not modify ``X`` in place afterwards.
+
+    Args:
+        X: ``(n, d)`` representation (NumPy array, torch tensor or nested list), finite, n ≥ 2.
+    """
+
+    def __init__(self, X: Any) -> None:
+        X = _as_real(X, "X", min_rows=2)
+        n, d = X.shape
+        self.X = X
+        self.n = n
+        self.mean = X.mean(0, dtype=np.float64)
+        self.sq_norms = np.empty(n)
+        gram = np.zeros((d, d))
+        for rows, block in _centred_blocks(X, self.mean):
+            gram += block.T @ block  # symmetric rank-k update (BLAS syrk)
+            self.sq_norms[rows] = np.einsum("ij,ij->i", block, block)
+        self.trace = float(self.sq_norms.sum())
+        self.gram_fro2 = float(np.dot(gram.ravel(), gram.ravel()))
+        self.hsic_unbiased = _unbiased_hsic(self.gram_fro2, self, self)
+
+    def cross_fro2(self, other: CKAStats) -> float:
+        """``‖X̃ᵀỸ‖_F²`` with ``other`` (same rows): one ``d₁ × d₂`` product, block-centred."""
+        if other.n != self.n:
+            raise ValueError(
+                f"X and Y must describe the same inputs (same number of rows), got {self.n} "
+                f"and {other.n}"
+            )
+        if other is self:
+            return self.gram_fro2
+        m = np.zeros((self.X.shape[1], other.X.shape[1]))
+        for (_, bx), (_, by) in zip(
+            _centred_blocks(self.X, self.mean), _centred_blocks(other.X, other.mean), strict=True
+        ):
+            m += bx.T @ by
+        return float(np.dot(m.ravel(), m.ravel()))
+
+
+def _unbiased_hsic(cross_fro2: float, a: CKAStats, b: CKAStats) -> float:
+    """Unbiased HSIC (Song et al. 2012, eq. 5) of two linear kernels from feature-space pieces:
+    ``tr(K̃L̃) = ‖X̃ᵀỸ‖² − kᵀl``, ``1ᵀK̃1 = −t``, ``1ᵀK̃L̃1 = kᵀl`` for centred inputs."""
+    n = a.n
+    if n < 4:
+        return float("nan")
+    kl = float(a.sq_norms @ b.sq_norms)
+    return (cross_fro2 - n / (n - 2) * kl + a.trace * b.trace / ((n - 1) * (n - 2))) / (n * (n - 3))
 
 
 def cka(X: Any, Y: Any, *, debiased: bool = True) -> float:
@@ -279,35 +341,38 @@ def cka(X: Any, Y: Any, *, debiased: bool = True) -> float:
 
     ``CKA = HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))`` with ``K = XXᵀ``, ``L = YYᵀ``. The debiased
     form uses the unbiased HSIC estimator, whose expectation is 0 for independent representations
-    at any ``n`` (the biased one is inflated at small ``n``). Computed from ``d × d`` products.
+    at any ``n`` (the biased one is inflated at small ``n``). Computed from ``d × d`` products
+    (:class:`CKAStats`): one ``d₁ × d₂`` product for the cross term and a symmetric rank-k update
+    per side, centred block by block in float64.
+
+    Args:
+        X, Y: ``(n, d1)`` and ``(n, d2)`` representations of the same inputs, or their
+            :class:`CKAStats` (computed once and reused when one side is compared many times).
+        debiased: unbiased HSIC (default) or the biased ``‖X̃ᵀỸ‖²/(‖X̃ᵀX̃‖‖ỸᵀỸ‖)``.
 
     Returns:
         CKA, or NaN with a warning when it is undefined: ``n < 4`` (debiased) or a representation
         is constant (zero self-HSIC). The debiased value can be slightly negative.
     """
-    Xa, Ya = _pair(X, Y, min_rows=2)
-    n = Xa.shape[0]
-    Xc, Yc = Xa - Xa.mean(0), Ya - Ya.mean(0)
+    sx = X if isinstance(X, CKAStats) else CKAStats(_as_real(X, "X", min_rows=2))
+    sy = Y if isinstance(Y, CKAStats) else CKAStats(_as_real(Y, "Y", min_rows=2))
+    if sx.n != sy.n:
+        raise ValueError(
+            f"X and Y must describe the same inputs (same number of rows), got {sx.n} and {sy.n}"
+        )
     if not debiased:
-        xy = np.linalg.norm(Xc.T @ Yc) ** 2
-        xx = np.linalg.norm(Xc.T @ Xc) ** 2
-        yy = np.linalg.norm(Yc.T @ Yc) ** 2
-        if xx <= 0 or yy <= 0:
+        if sx.gram_fro2 <= 0 or sy.gram_fro2 <= 0:
             warnings.warn("CKA is undefined for a constant representation", stacklevel=2)
             return float("nan")
-        return float(xy / math.sqrt(xx * yy))
-    if n < 4:
-        warnings.warn(f"debiased CKA needs n >= 4 inputs, got {n}", stacklevel=2)
+        return float(sx.cross_fro2(sy) / math.sqrt(sx.gram_fro2 * sy.gram_fro2))
+    if sx.n < 4:
+        warnings.warn(f"debiased CKA needs n >= 4 inputs, got {sx.n}", stacklevel=2)
         return float("nan")
-    dx, rx, sx = _hsic_terms(Xc)
-    dy, ry, sy = _hsic_terms(Yc)
-    hxy = _unbiased_hsic(np.linalg.norm(Xc.T @ Yc) ** 2, dx, dy, rx, ry, sx, sy, n)
-    hxx = _unbiased_hsic(np.linalg.norm(Xc.T @ Xc) ** 2, dx, dx, rx, rx, sx, sx, n)
-    hyy = _unbiased_hsic(np.linalg.norm(Yc.T @ Yc) ** 2, dy, dy, ry, ry, sy, sy, n)
+    hxx, hyy = sx.hsic_unbiased, sy.hsic_unbiased
     if hxx <= 0 or hyy <= 0:
         warnings.warn("debiased CKA is undefined: a representation has no variance", stacklevel=2)
         return float("nan")
-    return float(hxy / math.sqrt(hxx * hyy))
+    return float(_unbiased_hsic(sx.cross_fro2(sy), sx, sy) / math.sqrt(hxx * hyy))
 
 
 def procrustes_similarity(X: Any, Y: Any) -> float:
@@ -364,8 +429,9 @@ def cka_permutation_test(
     """Debiased CKA with a row-permutation null, reusing every permutation-invariant piece.
 
     Permuting the rows of ``Y`` breaks the input correspondence and leaves ``HSIC(K, K)``,
-    ``HSIC(L, L)``, the Gram diagonals' sums and ``Σ K̃`` unchanged; only ``||XᵀYπ||_F²`` and two
-    dot products are recomputed, in float32 batches of ``batch`` permutations (torch matmuls).
+    ``HSIC(L, L)`` and the centred Grams' traces unchanged (:class:`CKAStats`); only ``‖X̃ᵀỸπ‖_F²``
+    and the dot product of the Gram diagonals ``kᵀl_π`` are recomputed, in float32 batches of
+    ``batch`` permutations (torch matmuls, float64 sums).
 
     Returns:
         ``(cka, p_value, null)`` with ``p = (1 + #{null >= cka}) / (1 + n_perm)``.
@@ -377,30 +443,25 @@ def cka_permutation_test(
     check_int(batch, "batch", low=1)
     Xa, Ya = _pair(X, Y, min_rows=4)
     n = Xa.shape[0]
-    Xc, Yc = Xa - Xa.mean(0), Ya - Ya.mean(0)
-    dx, rx, sx = _hsic_terms(Xc)
-    dy, ry, sy = _hsic_terms(Yc)
-    hxx = _unbiased_hsic(np.linalg.norm(Xc.T @ Xc) ** 2, dx, dx, rx, rx, sx, sx, n)
-    hyy = _unbiased_hsic(np.linalg.norm(Yc.T @ Yc) ** 2, dy, dy, ry, ry, sy, sy, n)
+    sx, sy = CKAStats(Xa), CKAStats(Ya)
+    hxx, hyy = sx.hsic_unbiased, sy.hsic_unbiased
     if hxx <= 0 or hyy <= 0:
         raise ValueError("cka_permutation_test: X or Y has no variance")
     denom = math.sqrt(hxx * hyy)
-    observed = _unbiased_hsic(np.linalg.norm(Xc.T @ Yc) ** 2, dx, dy, rx, ry, sx, sy, n) / denom
+    observed = _unbiased_hsic(sx.cross_fro2(sy), sx, sy) / denom
     gen = torch.Generator().manual_seed(seed)
-    Xt = torch.from_numpy(Xc.T.astype(np.float32))
-    Yt = torch.from_numpy(Yc.astype(np.float32))
-    dx_t, rx_t = torch.from_numpy(dx), torch.from_numpy(rx)
-    dy_t, ry_t = torch.from_numpy(dy), torch.from_numpy(ry)
+    Xt = torch.from_numpy((Xa - sx.mean).T.astype(np.float32))
+    Yt = torch.from_numpy((Ya - sy.mean).astype(np.float32))
+    dx_t, dy_t = torch.from_numpy(sx.sq_norms), torch.from_numpy(sy.sq_norms)
     null = np.empty(n_perm)
-    const = sx * sy / ((n - 1) * (n - 2))
+    const = sx.trace * sy.trace / ((n - 1) * (n - 2))
     for start in range(0, n_perm, batch):
         b = min(batch, n_perm - start)
         perms = torch.stack([torch.randperm(n, generator=gen) for _ in range(b)])
         cross = torch.matmul(Xt, Yt[perms])  # (b, d1, d2)
         fro2 = cross.double().pow(2).sum((1, 2))
-        tr = fro2 - (dy_t[perms] * dx_t).sum(1)
-        rr = (ry_t[perms] * rx_t).sum(1)
-        h = (tr + const - 2.0 / (n - 2) * rr) / (n * (n - 3))
+        kl = (dy_t[perms] * dx_t).sum(1)
+        h = (fro2 - n / (n - 2) * kl + const) / (n * (n - 3))
         null[start : start + b] = (h / denom).numpy()
     p = (1 + int((null >= observed).sum())) / (1 + n_perm)
     return float(observed), float(p), null
