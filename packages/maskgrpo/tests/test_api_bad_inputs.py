@@ -62,6 +62,11 @@ CASES = {
         ValueError,
         "context",
     ),
+    "TinyMaskedDenoiser pos_std": (
+        lambda: mg.TinyMaskedDenoiser(13, 8, d_model=8, n_heads=2, pos_std=0.0),
+        ValueError,
+        "pos_std",
+    ),
     "TinyMaskedDenoiser ids": (lambda: TINY(torch.full((1, 3), 13)), ValueError, "input_ids"),
     "save_denoiser model": (
         lambda: mg.save_denoiser(torch.nn.Linear(1, 1), "x.safetensors"),

@@ -37,9 +37,12 @@ def _pretrain_setup(parser: argparse.ArgumentParser):
 
         torch.set_num_threads(1)
         task = get_task(args.task)
-        steps = args.steps or PRETRAIN_DEFAULTS[args.task]["steps"]
+        defaults = PRETRAIN_DEFAULTS[args.task]
+        steps = args.steps or defaults["steps"]
         torch.manual_seed(args.seed)
-        model = TinyMaskedDenoiser(VOCAB_SIZE, task.prompt_len + task.completion_len, **TINY)
+        model = TinyMaskedDenoiser(
+            VOCAB_SIZE, task.prompt_len + task.completion_len, **TINY, pos_std=defaults["pos_std"]
+        )
         losses = pretrain_denoiser(
             model, task, steps=steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
             progress=not args.no_progress,
