@@ -168,8 +168,11 @@ def _decode_setup(parser: argparse.ArgumentParser):
 
 def _train_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--out", required=True, help="folder to write the model into")
-    parser.add_argument("--videos", type=int_arg(1), default=1200, help="training clips")
+    parser.add_argument("--videos", type=int_arg(1), default=1600, help="training clips")
     parser.add_argument("--epochs", type=int_arg(1), default=3, help="epochs")
+    parser.add_argument("--batch-size", type=int_arg(1), default=8, help="clips per step")
+    parser.add_argument("--lr", type=float_arg(0.0, 1.0), default=2e-3,
+                        help="peak learning rate (one-cycle)")  # fmt: skip
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -180,11 +183,13 @@ def _train_setup(parser: argparse.ArgumentParser):
         from iclr26.fastcar.toy import save_toy, train_toy
 
         torch.set_num_threads(1)
-        toy = train_toy(num_videos=args.videos, epochs=args.epochs, seed=args.seed,
-                        progress=not args.no_progress)  # fmt: skip
+        toy = train_toy(num_videos=args.videos, epochs=args.epochs, batch_size=args.batch_size,
+                        lr=args.lr, seed=args.seed, progress=not args.no_progress)  # fmt: skip
         save_toy(toy, out)
         logging.getLogger(__name__).info("wrote %s", out)
-        print(f"wrote {out}")
+        losses = ", ".join(f"{x:.3f}" for x in toy.train_log["epoch_loss"])
+        print(f"wrote {out}; loss per epoch {losses}; same-slot token repeat "
+              f"{toy.train_log['same_slot_repeat']:.3f}")  # fmt: skip
         return 0
 
     return run

@@ -28,9 +28,15 @@ def _check_int(value, name, low):
 
 
 def moving_digits(
-    num_videos: int, num_frames: int = 8, canvas: int = 16, *, seed: int = 0
-) -> dict[str, np.ndarray]:
+    num_videos: int, num_frames: int = 8, canvas: int = 16, *, seed: int = 0,
+    variants: int | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
     """Videos of one moving digit.
+
+    Args:
+        variants: sprites per class: ``None`` draws any of scikit-learn's 1,797 digit images;
+            ``k`` draws the class uniformly and then one of its first ``k`` images, so the
+            prompt (class, velocity, start) nearly determines the video.
 
     Returns:
         dict with ``frames`` ``(V, F, canvas, canvas)`` float32 in [0, 1], ``label`` ``(V,)``,
@@ -42,10 +48,19 @@ def moving_digits(
     num_videos = _check_int(num_videos, "num_videos", 1)
     num_frames = _check_int(num_frames, "num_frames", 1)
     canvas = _check_int(canvas, "canvas", DIGIT)
+    if variants is not None:
+        variants = _check_int(variants, "variants", 1)
     rng = np.random.default_rng(seed)
     d = load_digits()
     images = (d.images / 16.0).astype(np.float32)
-    idx = rng.integers(0, len(images), num_videos)
+    if variants is None:
+        idx = rng.integers(0, len(images), num_videos)
+    else:
+        smallest = int(np.bincount(d.target).min())
+        if variants > smallest:
+            raise ValueError(f"variants must be <= {smallest} (images of the rarest class)")
+        per_class = np.stack([np.flatnonzero(d.target == c)[:variants] for c in range(10)])
+        idx = per_class[rng.integers(0, 10, num_videos), rng.integers(0, variants, num_videos)]
     span = canvas - DIGIT + 1
     y0 = rng.integers(0, span, num_videos)
     x0 = rng.integers(0, span, num_videos)

@@ -337,27 +337,32 @@ class ReplayState:
                 replay = score > tau
                 if self.cfg.max_chain is not None:
                     replay &= self.chain[layer][:, slot] < self.cfg.max_chain
+        buf = self.out_buf[layer][:, slot]  # (B, d) view: the predecessor outputs
         if replay is None or not bool(replay.any()):
             y = y_full if y_full is not None else inner(x)
             st.rows_computed[layer] += b
+            buf.copy_(y[:, 0])
         else:
-            keep = (~replay).nonzero().squeeze(1)
-            y = torch.empty_like(x) if y_full is None else y_full.clone()
-            if y_full is None and keep.numel():
-                y[keep] = inner(x[keep])
-            st.rows_computed[layer] += int(keep.numel()) if y_full is None else b
             n_rep = int(replay.sum())
             st.rows_replayed[layer] += n_rep
-            y[replay, 0] = self.out_buf[layer][replay, slot].to(y.dtype)
-        self.out_buf[layer][:, slot] = y[:, 0]
+            if y_full is not None:  # oracle: the MLP already ran on every row
+                st.rows_computed[layer] += b
+                buf.copy_(torch.where(replay[:, None], buf, y_full[:, 0].to(buf.dtype)))
+            elif n_rep < b:
+                keep = (~replay).nonzero().squeeze(1)
+                st.rows_computed[layer] += b - n_rep
+                # gather -> MLP on the kept rows only -> scatter into the ring buffer, whose
+                # replayed rows already hold the predecessor's output
+                buf.index_copy_(0, keep, inner(x.index_select(0, keep))[:, 0].to(buf.dtype))
+            y = buf.unsqueeze(1).to(x.dtype, copy=True)
         if self.in_buf[layer] is not None:
             self.in_buf[layer][:, slot] = x[:, 0]
-        if replay is None:
-            self.chain[layer][:, slot] = 0
-        else:
-            self.chain[layer][:, slot] = torch.where(
-                replay, self.chain[layer][:, slot] + 1, torch.zeros_like(self.chain[layer][:, slot])
-            )
+        if self.cfg.max_chain is not None:
+            chain = self.chain[layer][:, slot]
+            if replay is None:
+                chain.zero_()
+            else:
+                chain.copy_(torch.where(replay, chain + 1, torch.zeros_like(chain)))
         self.pending[layer] = None
         self.pending_alt[layer] = None
         return y
