@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from iclr26.pvo.agents import AgentConfig, create, update
 from iclr26.pvo.experiments import pvo_update_flops
@@ -41,3 +42,10 @@ def test_pvo_update_flops_match_xla_cost_analysis():
     # layer): within a few percent of the matmul count. The old count (everything forward +
     # backward, 138 MFLOP at 64 × 64) or one forward pass more or less would fail.
     assert 0.95 * ours <= xla <= 1.1 * ours, (ours, xla)
+
+
+def test_pvo_update_flops_refuses_bad_sizes():
+    with pytest.raises(ValueError, match="hidden"):
+        pvo_update_flops(0)
+    with pytest.raises(TypeError, match="pair_steps"):
+        pvo_update_flops(64, 256, 800.5)

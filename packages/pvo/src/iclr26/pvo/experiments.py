@@ -27,9 +27,9 @@ from iclr26.pvo.tabular import (
     value_iteration,
 )
 from iclr26.pvo.train import train_offline
-from iclr26.shared import Report, seed_everything
+from iclr26.shared import Report, check_int, seed_everything
 
-__all__ = ["bench", "d3rlpy_parity", "reproduce"]
+__all__ = ["bench", "d3rlpy_parity", "pvo_update_flops", "reproduce"]
 
 PACKAGE = "iclr26-pvo"
 BACKENDS = ("jax", "flax", "optax")
@@ -301,6 +301,9 @@ def pvo_update_flops(
     forward passes only for the frozen or stop-gradient networks (target twin Q and V on the
     transition batch, r̂ and V(s′) on the ``pair_steps`` segment steps), forward + backward
     (3× forward) for what is trained (twin Q on the pair steps, V and the actor on the batch)."""
+    for name, value in (("hidden", hidden), ("transition_batch", transition_batch),
+                        ("pair_steps", pair_steps), ("obs_dim", obs_dim), ("act_dim", act_dim)):  # fmt: skip
+        check_int(value, name, low=1)
     h = hidden
 
     def mlp(d_in: int, n: int) -> int:
