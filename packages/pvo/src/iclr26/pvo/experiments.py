@@ -232,7 +232,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
             (m_lo, g_lo), (m_hi, g_hi) = by_m[0], by_m[-1]
             report.check(
                 f"P1 PVO's lead over MR+IQL is larger at M = {m_lo} than at M = {m_hi} ({reward})",
-                g_lo > g_hi,
+                g_lo > 0 and g_lo > g_hi,  # a lead at all, and the larger one at small M
                 f"IQM gap {g_lo:+.1f} at M = {m_lo} vs {g_hi:+.1f} at M = {m_hi}",
             )
     # P2: the swap ablation on the first setting.
