@@ -49,3 +49,44 @@ def test_pvo_update_flops_refuses_bad_sizes():
         pvo_update_flops(0)
     with pytest.raises(TypeError, match="pair_steps"):
         pvo_update_flops(64, 256, 800.5)
+
+
+def test_bench_rounds_tables_checks_and_figure(tmp_path, monkeypatch):
+    """bench's wiring with a stand-in trainer whose throughput is known: k seeds under vmap run
+    at k × 100 seed-updates/s of wall time and 2 × 100 per CPU-second, so the speed-up is 5× in
+    wall and 2× in CPU time in every round; the report has its tables, checks and PNG."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from iclr26.pvo import experiments
+    from iclr26.pvo.train import TrainResult
+
+    def fake_train(cfg, ds, prefs, *, steps, seeds, **kwargs):
+        n = len(seeds)
+        rate, cpu = 100.0 * n, 100.0 * min(n, 2)
+        scores = np.tile(np.arange(n, dtype=float), (2, 1))
+        return TrainResult(cfg, [steps // 2, steps], scores, None, [], rate, 0, cpu)
+
+    monkeypatch.setattr(experiments, "make_dataset", lambda *a, **k: SimpleNamespace(obs=0, act=0))
+    monkeypatch.setattr(experiments, "sample_segment_pairs", lambda *a, **k: None)
+    monkeypatch.setattr(experiments, "label_pairs", lambda *a, **k: None)
+    monkeypatch.setattr(experiments, "fit_reward_models", lambda prefs, seeds: list(seeds))
+    monkeypatch.setattr(experiments, "train_offline", fake_train)
+    monkeypatch.setattr(experiments, "d3rlpy_parity", lambda *a, **k: None)
+    report = experiments.bench(quick=True)
+    checks = {c.name: c for c in report.checks}
+    vmap = next(c for name, c in checks.items() if name.startswith("vmap over 5 seeds"))
+    assert vmap.held
+    assert vmap.detail.startswith("5.00×")
+    assert "per CPU-second 2.00×" in vmap.detail
+    titles = [t.title for t in report.tables]
+    assert any(t.startswith("All agents") for t in titles)
+    agents = report.tables[0].rows
+    assert len(agents) == len(experiments.LABELS)
+    assert agents[0]["ms per seed-update (wall)"] == pytest.approx(2.0)  # 5 seeds: 500/s
+    flop = next(t for t in report.tables if t.title.startswith("One PVO update"))
+    ms = next(r for r in flop.rows if r["quantity"] == "ms per update (CPU)")
+    assert ms["median"] == pytest.approx(10.0)  # one seed: 100 updates per CPU-second
+    report.write(tmp_path)
+    assert (tmp_path / "bench_time_per_update.png").stat().st_size > 0
