@@ -9,6 +9,7 @@ import pytest
 from iclr26.pvo.agents import AgentConfig
 from iclr26.pvo.data import OfflineDataset, make_dataset
 from iclr26.pvo.envs import hidden_reward
+from iclr26.pvo.reward_model import fit_reward_models
 from iclr26.pvo.segments import label_pairs, sample_segment_pairs
 from iclr26.pvo.train import train_offline
 
@@ -42,6 +43,19 @@ def test_same_seed_same_result_and_vmap_equals_a_loop(data):
     np.testing.assert_allclose(both.scores[:, 1], one.scores[:, 0], rtol=1e-4, atol=1e-3)
     assert both.scores.shape == (2, 2)
     assert both.eval_steps == [10, 20]
+    assert both.steps_per_second > 0
+    assert both.cpu_steps_per_second > 0
+
+
+def test_shared_reward_models_give_the_run_that_fits_its_own(data):
+    """``reward_models=`` (one fit shared by several agents) changes nothing in the run."""
+    ds, prefs = data
+    cfg = AgentConfig(algo="iql", **SMALL)
+    own = train_offline(cfg, ds, prefs, seeds=[0, 1], **RUN)
+    models = fit_reward_models(prefs, [0, 1], hidden=SMALL["reward_hidden"], steps=20)
+    shared = train_offline(cfg, ds, prefs, seeds=[0, 1], reward_models=models, **RUN)
+    np.testing.assert_array_equal(shared.scores, own.scores)
+    assert shared.reward_models == models
 
 
 def test_resume_continues_where_the_run_stopped(data, tmp_path):
@@ -104,6 +118,14 @@ def test_bad_input_is_refused_before_training(data):
         train_offline(cfg, ds, prefs, **{**RUN, "eval_every": 7})
     with pytest.raises(ValueError, match="seeds must not be empty"):
         train_offline(cfg, ds, prefs, seeds=[], **RUN)
+    models = fit_reward_models(prefs, [0], hidden=SMALL["reward_hidden"], steps=2)
+    with pytest.raises(ValueError, match="reward_models has 1 models for 2 seeds"):
+        train_offline(cfg, ds, prefs, seeds=[0, 1], reward_models=models, **RUN)
+    with pytest.raises(TypeError, match="reward_models"):
+        train_offline(cfg, ds, prefs, seeds=[0], reward_models=[models[0].params], **RUN)
+    wide = AgentConfig(algo="pvo", **{**SMALL, "reward_hidden": (8,)})
+    with pytest.raises(ValueError, match="reward_hidden"):
+        train_offline(wide, ds, prefs, seeds=[0], reward_models=models, **RUN)
     nan_reward = ds.reward.copy()
     nan_reward[0, 0] = np.nan
     with pytest.raises(ValueError, match="finite"):

@@ -4,15 +4,17 @@ time against the networks' FLOP limit)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import numpy as np
 
-from iclr26.pvo.agents import AgentConfig
+from iclr26.pvo.agents import NEEDS_REWARD_MODEL, AgentConfig
 from iclr26.pvo.data import make_dataset, reference_returns
 from iclr26.pvo.envs import hidden_reward
 from iclr26.pvo.evaluate import bootstrap_ci, iqm, normalized_score
+from iclr26.pvo.reward_model import fit_reward_models
 from iclr26.pvo.segments import label_pairs, sample_segment_pairs
 from iclr26.pvo.tabular import (
     fit_tabular_reward,
@@ -25,9 +27,9 @@ from iclr26.pvo.tabular import (
     value_iteration,
 )
 from iclr26.pvo.train import train_offline
-from iclr26.shared import Report, seed_everything
+from iclr26.shared import Report, check_int, seed_everything
 
-__all__ = ["bench", "d3rlpy_parity", "reproduce"]
+__all__ = ["bench", "d3rlpy_parity", "pvo_update_flops", "reproduce"]
 
 PACKAGE = "iclr26-pvo"
 BACKENDS = ("jax", "flax", "optax")
@@ -50,10 +52,17 @@ def _scale(quick: bool) -> dict[str, Any]:
         return {"episodes": 50, "steps": 2000, "eval_every": 1000, "seeds": 3, "budgets": (100,),
                 "rewards": ("sparse",), "p1": ("pvo", "iql", "bc"),
                 "p2": (("iql", "pvo"), ("td3bc", "td3bc_va")), "tab_seeds": 10}  # fmt: skip
-    return {"episodes": 100, "steps": 10000, "eval_every": 2500, "seeds": 5, "budgets": (100, 500),
-            "rewards": ("sparse",), "p1": ("pvo", "iql", "oracle_iql", "ipl", "bc"),
+    # Sized to fit 15 minutes on an idle 2-core machine (about 10 CPU-minutes, measured): the
+    # paper's headline pair (PVO vs MR + IQL) at two budgets, the oracle and BC once (they do
+    # not read preferences), all three swaps at M = 100; 6 seeds, 4,000 updates each.
+    return {"episodes": 100, "steps": 4000, "eval_every": 1000, "seeds": 6, "budgets": (100, 500),
+            "rewards": ("sparse",), "p1": ("pvo", "iql", "oracle_iql", "bc"),
             "p2": (("iql", "pvo"), ("xql", "xql_va"), ("td3bc", "td3bc_va")),
             "tab_seeds": 30}  # fmt: skip
+
+
+# Agents that never read the preference labels or r̂: trained once, shared by every budget M.
+NO_PREFS = ("oracle_iql", "bc")
 
 
 def _prefs(ds, budget: int, reward: str, seed: int):
@@ -61,12 +70,16 @@ def _prefs(ds, budget: int, reward: str, seed: int):
     return label_pairs(pairs, lambda o, a: hidden_reward(o, a, reward), seed=seed + 2)
 
 
-def _run(algo: str, ds, prefs, sc, reward: str, seed: int, progress: bool):
+def _seeds(sc, seed: int) -> list[int]:
+    return [seed * 100 + i for i in range(sc["seeds"])]
+
+
+def _run(algo: str, ds, prefs, sc, reward: str, seed: int, progress: bool, models=None):
     cfg = AgentConfig(algo=algo, hidden=(64, 64))
-    seeds = [seed * 100 + i for i in range(sc["seeds"])]
     return train_offline(
-        cfg, ds, prefs, steps=sc["steps"], eval_every=sc["eval_every"], seeds=seeds, reward=reward,
-        progress=progress,
+        cfg, ds, prefs, steps=sc["steps"], eval_every=sc["eval_every"], seeds=_seeds(sc, seed),
+        reward=reward, progress=progress,
+        reward_models=models if algo in NEEDS_REWARD_MODEL else None,
     )  # fmt: skip
 
 
@@ -154,17 +167,39 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
             "segment": 25,
         },
     )
+    cpu0 = time.process_time()
     ds = make_dataset("medium_replay", sc["episodes"], seed=seed)
     p1_rows, gaps = [], []
+    # One r̂ fit per (reward, budget), shared by every agent that reads r̂ (the same fit each
+    # would do on its own: same pairs, seeds, widths and steps).
+    fits: dict[tuple[str, int], tuple[Any, list]] = {}
+
+    def fit(reward: str, budget: int):
+        if (reward, budget) not in fits:
+            prefs = _prefs(ds, budget, reward, seed)
+            fits[reward, budget] = (prefs, fit_reward_models(prefs, _seeds(sc, seed)))
+        return fits[reward, budget]
+
+    shared: dict[tuple[str, str], Any] = {}
     for reward in sc["rewards"]:
         for budget in sc["budgets"]:
-            prefs = _prefs(ds, budget, reward, seed)
+            prefs, models = fit(reward, budget)
             curves = {}
             results = {}
             for algo in sc["p1"]:
-                res = _run(algo, ds, prefs, sc, reward, seed, progress)
+                if algo in NO_PREFS and (algo, reward) in shared:
+                    res = shared[algo, reward]
+                else:
+                    res = _run(algo, ds, prefs, sc, reward, seed, progress, models)
+                    if algo in NO_PREFS:
+                        shared[algo, reward] = res
                 results[algo] = res
                 curves[LABELS[algo]] = (res.eval_steps, res.scores)
+                if algo in NO_PREFS:
+                    if budget == sc["budgets"][0]:  # one row: it does not depend on M
+                        p1_rows.append(_row(LABELS[algo], res.final_scores, seed, reward=reward,
+                                            **{"pairs M": "any", "r̂ val acc": None}))  # fmt: skip
+                    continue
                 acc = res.reward_models[0].val_accuracy if res.reward_models else None
                 p1_rows.append(_row(LABELS[algo], res.final_scores, seed, reward=reward, **{"pairs M": budget},
                                     **{"r̂ val acc": acc}))  # fmt: skip
@@ -191,16 +226,25 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
         all(s_pvo < s_iql for *_, s_pvo, s_iql in gaps),
         "; ".join(f"{r}/M={b}: {sp:.1f} vs {si:.1f}" for r, b, _, sp, si in gaps),
     )
+    for reward in sc["rewards"]:
+        by_m = sorted((b, g) for r, b, g, *_ in gaps if r == reward)
+        if len(by_m) > 1:
+            (m_lo, g_lo), (m_hi, g_hi) = by_m[0], by_m[-1]
+            report.check(
+                f"P1 PVO's lead over MR+IQL is larger at M = {m_lo} than at M = {m_hi} ({reward})",
+                g_lo > 0 and g_lo > g_hi,  # a lead at all, and the larger one at small M
+                f"IQM gap {g_lo:+.1f} at M = {m_lo} vs {g_hi:+.1f} at M = {m_hi}",
+            )
     # P2: the swap ablation on the first setting.
     reward, budget = sc["rewards"][0], sc["budgets"][0]
-    prefs = _prefs(ds, budget, reward, seed)
+    prefs, models = fit(reward, budget)
     p2_rows = []
     swap_gaps = {}
     for td, va in sc["p2"]:
         scores = {}
         for algo in (td, va):
             res = (
-                _run(algo, ds, prefs, sc, reward, seed, progress)
+                _run(algo, ds, prefs, sc, reward, seed, progress, models)
                 if algo not in ("iql", "pvo")
                 else None
             )
@@ -234,6 +278,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
     report.check("P5 tabular PVO regret ≤ TD-on-r̂ regret (mean over budgets)", va_mean <= td_mean,
                  f"{va_mean:.3f} vs {td_mean:.3f}")  # fmt: skip
     report.metric("P1 IQM gap PVO − MR+IQL (first setting)", gaps[0][2])
+    report.metric("CPU seconds (this process, all threads)", time.process_time() - cpu0)
     report.note(
         "Data: Pendulum-v1 (a pure-JAX copy checked step for step against gymnasium), a medium-replay "
         "dataset from a scripted energy-shaping controller with a gain schedule; preferences on "
@@ -245,13 +290,88 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
     return report
 
 
+def pvo_update_flops(
+    hidden: int = 64,
+    transition_batch: int = 256,
+    pair_steps: int = 800,
+    obs_dim: int = 3,
+    act_dim: int = 1,
+) -> int:
+    """Multiply-add FLOPs (2 per MAC) of one PVO update with ``hidden`` × ``hidden`` MLPs:
+    forward passes only for the frozen or stop-gradient networks (target twin Q and V on the
+    transition batch, r̂ and V(s′) on the ``pair_steps`` segment steps), forward + backward
+    (3× forward) for what is trained (twin Q on the pair steps, V and the actor on the batch)."""
+    for name, value in (("hidden", hidden), ("transition_batch", transition_batch),
+                        ("pair_steps", pair_steps), ("obs_dim", obs_dim), ("act_dim", act_dim)):  # fmt: skip
+        check_int(value, name, low=1)
+    h = hidden
+
+    def mlp(d_in: int, n: int) -> int:
+        return 2 * n * (d_in * h + h * h + h)
+
+    sa, s = obs_dim + act_dim, obs_dim
+    forward_only = 2 * mlp(sa, transition_batch) + mlp(s, transition_batch)  # Q̄ (twin), V for A
+    forward_only += mlp(sa, pair_steps) + mlp(s, pair_steps)  # r̂ and V(s′) on the pairs
+    trained = 2 * mlp(sa, pair_steps) + mlp(s, transition_batch) + mlp(s, transition_batch)
+    return forward_only + 3 * trained
+
+
+def _matmul_peak(h: int, n: int, reps: int) -> tuple[float, float]:
+    """FLOP/s of the update's largest matmul shape ((n, h) @ (h, h), jitted, in a loop), per
+    second of wall time and per second of this process's CPU time."""
+    import jax
+    import jax.numpy as jnp
+
+    b = jnp.ones((h, h)) / h
+    mm = jax.jit(lambda x: jax.lax.fori_loop(0, 50, lambda i, y: y @ b, x))
+    a = jnp.ones((n, h))
+    mm(a).block_until_ready()
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range(reps):
+        out = mm(a)
+    out.block_until_ready()
+    flops = reps * 50 * 2 * n * h * h
+    return flops / (time.perf_counter() - t), flops / max(time.process_time() - c, 1e-9)
+
+
+def _bench_figure(rows: list[dict[str, Any]], scaling: dict[int, list[tuple[float, float]]]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [r["method"] for r in rows]
+    y = np.arange(len(names))
+    ax0.barh(y - 0.2, [r["ms per seed-update (wall)"] for r in rows], 0.4, label="wall")
+    ax0.barh(y + 0.2, [r["ms per seed-update (CPU)"] for r in rows], 0.4, label="CPU (all threads)")
+    ax0.set_yticks(y, names, fontsize=8)
+    ax0.invert_yaxis()
+    ax0.set_xlabel("ms per update of one seed (5 seeds under vmap)")
+    ax0.legend(fontsize=8)
+    ax0.set_title("time per update, every agent (64×64)")
+    ns = sorted(scaling)
+    for k, label in ((0, "wall"), (1, "CPU")):
+        med = [np.median([r[k] for r in scaling[n]]) for n in ns]
+        lo = [np.min([r[k] for r in scaling[n]]) for n in ns]
+        hi = [np.max([r[k] for r in scaling[n]]) for n in ns]
+        ax1.errorbar(ns, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], marker="o",
+                     capsize=3, label=f"per second of {label} time")  # fmt: skip
+    ax1.set_xlabel("seeds trained together under vmap")
+    ax1.set_ylabel("seed-updates per second (PVO)")
+    ax1.set_xticks(ns)
+    ax1.set_title("vmap over seeds: median and range over rounds")
+    ax1.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Report:
     """All agents on the same data and seeds; vmap-over-seeds speed-up; per-step time vs FLOPs."""
-    import jax
-
     seed_everything(seed)
     n_seeds = 5
-    steps = 500 if quick else 5000
+    steps = 500 if quick else 2000
+    rounds, chunk = (3, 100) if quick else (5, 250)
     report = Report(
         PACKAGE,
         "bench",
@@ -260,74 +380,98 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Repo
         "matches d3rlpy's IQL (return within its CI) at no more time per update.",
         seed=seed,
         backends=BACKENDS,
-        config={"quick": quick, "steps": steps, "seeds": n_seeds},
+        config={
+            "quick": quick,
+            "steps": steps,
+            "seeds": n_seeds,
+            "rounds": rounds,
+            "chunk": chunk,
+        },
     )
     ds = make_dataset("medium_replay", 50, seed=seed)
     prefs = _prefs(ds, 100, "sparse", seed)
+    seeds = list(range(n_seeds))
+    models = fit_reward_models(prefs, seeds)  # one r̂ fit per seed, shared by every agent
     rows = []
     results = {}
     for algo in LABELS:
         cfg = AgentConfig(algo=algo, hidden=(64, 64))
         t = time.perf_counter()
-        res = train_offline(cfg, ds, prefs, steps=steps, eval_every=steps // 2, seeds=list(range(n_seeds)),
-                            reward="sparse", progress=progress)  # fmt: skip
+        res = train_offline(cfg, ds, prefs, steps=steps, eval_every=steps // 2, seeds=seeds,
+                            reward="sparse", progress=progress,
+                            reward_models=models if algo in NEEDS_REWARD_MODEL else None)  # fmt: skip
         results[algo] = res
-        rows.append({**_row(LABELS[algo], res.final_scores, seed), "steps/s (all seeds)": res.steps_per_second,
+        rows.append({**_row(LABELS[algo], res.final_scores, seed),
+                     "ms per seed-update (wall)": 1e3 / res.steps_per_second,
+                     "ms per seed-update (CPU)": 1e3 / res.cpu_steps_per_second,
                      "wall s": time.perf_counter() - t})  # fmt: skip
     report.add_table(
         f"All agents, same data (sparse reward, M = 100), {steps} steps, {n_seeds} seeds", rows
     )
-    # vmap over seeds vs sequential runs of the same program.
+    # vmap over seeds vs one seed at a time, and the FLOP limit, in interleaved rounds: each
+    # round runs 1, 2 and 5 seeds (3 chunks; the median of the last two is timed) and the matmul
+    # peak, so a change of the machine's load hits every mode alike.
     cfg = AgentConfig(algo="pvo", hidden=(64, 64))
-    common = {"steps": steps, "eval_every": steps // 2, "reward": "sparse"}
-    vm = train_offline(cfg, ds, prefs, seeds=list(range(n_seeds)), **common)
-    single = train_offline(cfg, ds, prefs, seeds=[0], **common)
-    speedup = vm.steps_per_second / single.steps_per_second
-    report.add_table("vmap over seeds vs sequential runs (PVO)", [
-        {"mode": f"vmap, {n_seeds} seeds", "seed-steps/s": vm.steps_per_second},
-        {"mode": "one seed at a time", "seed-steps/s": single.steps_per_second},
-        {"mode": "speed-up", "seed-steps/s": speedup},
+    h = cfg.hidden[0]
+    flops = pvo_update_flops(h, cfg.transition_batch, 2 * cfg.pair_batch * 25)
+    scaling: dict[int, list[tuple[float, float]]] = {1: [], 2: [], n_seeds: []}
+    peaks: list[tuple[float, float]] = []
+    for _ in range(rounds):
+        for n in scaling:
+            res = train_offline(cfg, ds, prefs, steps=3 * chunk, eval_every=chunk,
+                                seeds=seeds[:n], reward="sparse",
+                                reward_models=models[:n])  # fmt: skip
+            scaling[n].append((res.steps_per_second, res.cpu_steps_per_second))
+        peaks.append(_matmul_peak(h, 2 * cfg.pair_batch * 25, 40))
+    speed = {k: [v[k] / s[k] for v, s in zip(scaling[n_seeds], scaling[1], strict=True)]
+             for k in (0, 1)}  # fmt: skip
+    # FLOP-limit ratio per round: measured time of one single-seed update over FLOPs / peak.
+    ratio = {k: [p[k] * (1.0 / s[k]) / flops for s, p in zip(scaling[1], peaks, strict=True)]
+             for k in (0, 1)}  # fmt: skip
+
+    def stat(x: list[float]) -> dict[str, float]:
+        return {"median": float(np.median(x)), "min": float(np.min(x)), "max": float(np.max(x))}
+
+    report.add_table(f"vmap over seeds vs one seed at a time (PVO), {rounds} interleaved rounds", [
+        *({"quantity": f"seed-updates/s, {n} seed{'s' if n > 1 else ''} (wall)", **stat([r[0] for r in scaling[n]])}
+          for n in scaling),
+        *({"quantity": f"seed-updates/s, {n} seed{'s' if n > 1 else ''} (CPU)", **stat([r[1] for r in scaling[n]])}
+          for n in scaling),
+        {"quantity": f"speed-up, vmap {n_seeds} seeds / 1 seed (wall)", **stat(speed[0])},
+        {"quantity": f"speed-up, vmap {n_seeds} seeds / 1 seed (CPU)", **stat(speed[1])},
     ])  # fmt: skip
     report.check(
-        f"vmap over {n_seeds} seeds ≥ 2.5× sequential throughput", speedup >= 2.5, f"{speedup:.2f}×"
+        f"vmap over {n_seeds} seeds ≥ 2.5× sequential throughput (wall, median of {rounds} rounds)",
+        float(np.median(speed[0])) >= 2.5,
+        f"{np.median(speed[0]):.2f}× (range {min(speed[0]):.2f}–{max(speed[0]):.2f}; "
+        f"per CPU-second {np.median(speed[1]):.2f}×)",
     )
-    # FLOP limit: one PVO update = forward+backward of twin Q, V, actor on 256 transitions and
-    # Q/V/r̂ on 2 × 16 × 25 pair steps; backward ≈ 2× forward.
-    h = 64
-
-    def mlp_flops(d_in, d_out, n):
-        return 2 * n * (d_in * h + h * h + h * d_out)
-
-    fwd = 2 * mlp_flops(4, 1, 256) * 2 + mlp_flops(3, 1, 256) * 3 + mlp_flops(3, 1, 256)
-    fwd += (
-        2 * mlp_flops(4, 1, 2 * 16 * 25)
-        + mlp_flops(3, 1, 2 * 16 * 25)
-        + mlp_flops(4, 1, 2 * 16 * 25)
-    )
-    flops_per_step = 3 * fwd
-    import jax.numpy as jnp
-
-    a = jnp.ones((256, h))
-    b = jnp.ones((h, h))
-    mm = jax.jit(lambda x: (x @ b) @ b.T)
-    mm(a).block_until_ready()
-    reps = 2000
-    t = time.perf_counter()
-    for _ in range(reps):
-        out = mm(a)
-    out.block_until_ready()
-    peak = reps * 2 * 2 * 256 * h * h / (time.perf_counter() - t)
-    step_s = 1 / single.steps_per_second
-    limit_s = flops_per_step / peak
-    ratio = step_s / limit_s
-    report.add_table("Per-step time of one PVO update vs its FLOP limit", [
-        {"quantity": "FLOPs per update (fwd + bwd)", "value": flops_per_step},
-        {"quantity": "measured matmul throughput at these shapes (FLOP/s)", "value": peak},
-        {"quantity": "FLOP-limit time per update (ms)", "value": 1e3 * limit_s},
-        {"quantity": "measured time per update (ms)", "value": 1e3 * step_s},
-        {"quantity": "ratio", "value": ratio},
+    report.add_table("One PVO update (one seed) vs its FLOP limit, same rounds", [
+        {"quantity": "FLOPs per update (fwd + bwd where trained)", "median": flops, "min": flops, "max": flops},
+        {"quantity": f"matmul peak at ({2 * cfg.pair_batch * 25}, {h}) @ ({h}, {h}), GFLOP/s of wall time",
+         **stat([p[0] / 1e9 for p in peaks])},
+        {"quantity": "matmul peak, GFLOP per CPU-second", **stat([p[1] / 1e9 for p in peaks])},
+        {"quantity": "ms per update (wall)", **stat([1e3 / s[0] for s in scaling[1]])},
+        {"quantity": "ms per update (CPU)", **stat([1e3 / s[1] for s in scaling[1]])},
+        {"quantity": "ratio to the FLOP limit (wall)", **stat(ratio[0])},
+        {"quantity": "ratio to the FLOP limit (CPU)", **stat(ratio[1])},
     ])  # fmt: skip
-    report.check("PVO update within 3× of the FLOP limit", ratio <= 3, f"{ratio:.1f}×")
+    report.check(
+        "PVO update within 3× of the FLOP limit (CPU time, median of rounds)",
+        float(np.median(ratio[1])) <= 3,
+        f"{np.median(ratio[1]):.1f}× per CPU-second (range {min(ratio[1]):.1f}–{max(ratio[1]):.1f}); "
+        f"{np.median(ratio[0]):.1f}× in wall time",
+    )
+    report.metric("load average (1 min) at the end", os.getloadavg()[0])
+    report.add_figure("bench_time_per_update", _bench_figure(rows, scaling))
+    report.note(
+        "Wall time on a shared machine mixes our work with waiting for the CPU; CPU time (user + "
+        "system of this process, all its threads) does not, so both are printed. vmap can only "
+        "pay where an update is dominated by per-operation overhead: a PVO update with 64×64 "
+        "networks is dominated by its matmuls (see the FLOP-limit table), so batching seeds "
+        "leaves the CPU work per seed-update nearly unchanged; any wall-time gain comes from "
+        "filling the second core."
+    )
     d3rlpy_parity(report, ds, results["oracle_iql"], steps, n_seeds, seed)
     return report
 

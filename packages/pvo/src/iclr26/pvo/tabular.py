@@ -221,13 +221,12 @@ def fitted_td_tabular(
     ``Q(s, a) ← r̂(s, a) + γ mean_{s' observed} max_a' Q(s', a')``; unobserved pairs stay 0."""
     S, A = r_hat.shape
     s, a, nxt = states[:, :-1].ravel(), actions.ravel(), states[:, 1:].ravel()
-    count = np.zeros((S, A))
-    np.add.at(count, (s, a), 1)
+    idx = s * A + a
+    count = np.bincount(idx, minlength=S * A).reshape(S, A).astype(float)
     seen = count > 0
     q = np.zeros((S, A))
     for _ in range(iters):
-        target = np.zeros((S, A))
-        np.add.at(target, (s, a), q[nxt].max(1))
+        target = np.bincount(idx, weights=q[nxt].max(1), minlength=S * A).reshape(S, A)
         new = np.where(seen, r_hat + gamma * target / np.maximum(count, 1), 0.0)
         if np.abs(new - q).max() < 1e-10:
             return new

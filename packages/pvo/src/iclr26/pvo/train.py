@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class TrainResult:
     """What a run produced: per-evaluation normalised scores (n_evals, n_seeds), the evaluation
-    steps, final agent states (stacked over seeds), reward models and throughput."""
+    steps, final agent states (stacked over seeds), reward models and throughput: seed-steps per
+    second of wall time and per second of this process's CPU time (all its threads), each the
+    median over the update chunks after the first (which includes compilation)."""
 
     config: AgentConfig
     eval_steps: list[int]
@@ -53,6 +55,7 @@ class TrainResult:
     reward_models: list[RewardModel]
     steps_per_second: float
     resumed_from: int
+    cpu_steps_per_second: float = float("nan")
 
     @property
     def final_scores(self) -> np.ndarray:
@@ -87,6 +90,7 @@ def train_offline(
     reward_model_steps: int = 1000,
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    reward_models: list[RewardModel] | tuple[RewardModel, ...] | None = None,
 ) -> TrainResult:
     """Train ``cfg.algo`` on ``dataset`` (+ labelled ``prefs``) for ``steps`` updates per seed.
 
@@ -95,6 +99,12 @@ def train_offline(
     on ``eval_episodes`` Pendulum episodes under the hidden ``reward`` and the state is saved to
     ``checkpoint`` (msgpack) if given; a run started with the same arguments resumes from it
     without repeating or losing steps, and one with other arguments is refused.
+
+    ``reward_models`` (one :class:`~iclr26.pvo.reward_model.RewardModel` per seed, e.g. from
+    :func:`~iclr26.pvo.reward_model.fit_reward_models` on ``prefs`` and ``seeds``) replaces the
+    r̂ fit, so several agents trained on the same preferences share one fit; they must have
+    ``cfg.reward_hidden`` widths. Without them, agents that use r̂ fit it here
+    (``reward_model_steps`` Adam steps, seed i's model from seed i).
     """
     check_int(steps, "steps", low=1)
     eval_every = (
@@ -123,8 +133,25 @@ def train_offline(
     seg_len = prefs.act0.shape[1] if prefs is not None else 25
     # Reward models, one per seed (stacked for vmap); agents that do not use r̂ get a dummy.
     models: list[RewardModel] = []
+    if reward_models is not None:
+        if not isinstance(reward_models, list | tuple) or not all(
+            isinstance(m, RewardModel) for m in reward_models
+        ):
+            raise TypeError("reward_models must be a list of RewardModel (one per seed)")
+        if len(reward_models) != len(seeds):
+            raise ValueError(
+                f"reward_models has {len(reward_models)} models for {len(seeds)} seeds"
+            )
+        if any(tuple(m.hidden) != tuple(cfg.reward_hidden) for m in reward_models):
+            raise ValueError(
+                f"reward_models must have the config's reward_hidden {tuple(cfg.reward_hidden)}"
+            )
     if cfg.algo in NEEDS_REWARD_MODEL:
-        models = fit_reward_models(prefs, seeds, hidden=cfg.reward_hidden, steps=reward_model_steps)
+        models = (
+            list(reward_models)
+            if reward_models is not None
+            else fit_reward_models(prefs, seeds, hidden=cfg.reward_hidden, steps=reward_model_steps)
+        )
         rm_params = jax.tree.map(lambda *x: jnp.stack(x), *[m.params for m in models])
     else:
         rm_params = jnp.zeros((len(seeds),))
@@ -180,15 +207,17 @@ def train_offline(
         log.info("resuming %s from step %d of %d", cfg.algo, done_steps, steps)
     resumed_from = done_steps
     chunk_seconds: list[float] = []
+    chunk_cpu: list[float] = []
     with progress_bar(total=steps, enabled=progress, desc=cfg.algo, unit="step") as bar:
         bar.update(done_steps)
         while done_steps < steps:
             split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
             keys, chunk_keys, eval_keys = split[:, 0], split[:, 1], split[:, 2]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             states = _run_chunk(states, chunk_keys, rm_params, data, cfg, eval_every)
             jax.block_until_ready(states)
             chunk_seconds.append(time.perf_counter() - start)
+            chunk_cpu.append(time.process_time() - start_cpu)
             done_steps += eval_every
             returns = _evaluate(states, eval_keys, cfg, act_dim, eval_episodes, reward)
             scores.append(np.asarray(normalized_score(np.asarray(returns).mean(-1), ref)))
@@ -213,7 +242,15 @@ def train_offline(
     # The first chunk includes compilation: throughput is the median of the others (if any).
     timed = chunk_seconds[1:] or chunk_seconds
     rate = eval_every * len(seeds) / float(np.median(timed)) if timed else float("nan")
-    return TrainResult(cfg, eval_steps, np.asarray(scores), states, models, rate, resumed_from)
+    timed_cpu = chunk_cpu[1:] or chunk_cpu
+    cpu_rate = (
+        eval_every * len(seeds) / max(float(np.median(timed_cpu)), 1e-9)
+        if timed_cpu
+        else float("nan")
+    )
+    return TrainResult(
+        cfg, eval_steps, np.asarray(scores), states, models, rate, resumed_from, cpu_rate
+    )
 
 
 def _sample(data: dict[str, Any], key: jax.Array, cfg: AgentConfig) -> dict[str, Any]:
