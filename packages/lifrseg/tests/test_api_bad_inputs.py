@@ -259,6 +259,11 @@ CASES = {
         OSError,
         "does not exist",
     ),
+    "fit_lifrseg train_segmenter": (
+        lambda: L.fit_lifrseg(L.LiFRSeg(), None, L.TrainConfig(), train_segmenter=1),
+        TypeError,
+        "train_segmenter",
+    ),
     "pretrain_flow steps": (lambda: L.pretrain_flow(steps=0), ValueError, "steps"),
     "pretrain_flow seed": (lambda: L.pretrain_flow(seed=-1), ValueError, "seed"),
     "pretrain_flow duration": (

@@ -176,6 +176,14 @@ def test_smoke_training_reduces_loss_and_checkpoint_roundtrip(tmp_path):
         a = model(b["image"][None], b["ev_past"][None], b["ev_query"][:1])["logits"]
         c = back(b["image"][None], b["ev_past"][None], b["ev_query"][:1])["logits"]
     torch.testing.assert_close(a, c)
+    # train_segmenter=False: the segmenter (weights and BatchNorm statistics) stays as it was
+    before = {k: v.clone() for k, v in model.segmenter.state_dict().items()}
+    refine = model.refine[0].c2.weight.clone()
+    fit_lifrseg(model, ds, TrainConfig(steps=2, batch_size=2, seed=1), train_segmenter=False)
+    after = model.segmenter.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not torch.equal(refine, model.refine[0].c2.weight)
+    assert all(p.requires_grad for p in model.parameters())
 
 
 def test_shipped_flow_weights_load_and_beat_zero_flow():

@@ -261,11 +261,15 @@ def voxel_grid(
         lo = lo.astype(np.int64)
         pix = ev.y.astype(np.int64) * width + ev.x.astype(np.int64)
         pol = ev.p.astype(np.float64)
-        for b, w in ((lo, 1.0 - frac), (lo + 1, frac)):
-            keep = (b >= 0) & (b < num_bins) & (w > 0)
-            grid += np.bincount(
-                b[keep] * n_cells + pix[keep], weights=pol[keep] * w[keep], minlength=grid.size
-            )
+        # both tent halves in one bincount (one pass over the grid instead of two)
+        b = np.concatenate([lo, lo + 1])
+        w = np.concatenate([1.0 - frac, frac])
+        keep = (b >= 0) & (b < num_bins) & (w > 0)
+        grid += np.bincount(
+            b[keep] * n_cells + np.tile(pix, 2)[keep],
+            weights=np.tile(pol, 2)[keep] * w[keep],
+            minlength=grid.size,
+        )
     out = torch.from_numpy(grid.reshape(num_bins, height, width))
     if normalize:
         nz = out != 0

@@ -252,6 +252,7 @@ def fit_lifrseg(
     freeze_flow: bool = True,
     score_nll_weight: float = 0.0,
     segmenter_lr_factor: float = 0.1,
+    train_segmenter: bool = True,
     checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Stage 3: LiFR-Seg end to end with OHEM CE averaged over each frame's query chain (processed
@@ -261,7 +262,11 @@ def fit_lifrseg(
     The pretrained segmenter trains at ``segmenter_lr_factor`` × ``cfg.lr``; the paper trains
     everything with AdamW at 1e-4: ``TrainConfig(lr=1e-4)`` with ``segmenter_lr_factor=1`` (what
     ``reproduce`` and ``train`` do). With the new modules at 1e-3, Adam's first sign-like steps turn the zero-initialised residual
-    branches (RefineNet, memory output) into noise that a short run never recovers from."""
+    branches (RefineNet, memory output) into noise that a short run never recovers from.
+    ``train_segmenter=False`` keeps the pretrained segmenter fixed (weights and normalisation
+    statistics) and trains only the new modules (a diagnostic, not the paper's setting)."""
+    if not isinstance(train_segmenter, bool):
+        raise TypeError(f"train_segmenter must be a bool, got {type(train_segmenter).__name__}")
     if not np.isfinite(segmenter_lr_factor) or segmenter_lr_factor <= 0:
         raise ValueError(f"segmenter_lr_factor must be positive, got {segmenter_lr_factor}")
     if not isinstance(model, LiFRSeg):
@@ -271,10 +276,13 @@ def fit_lifrseg(
     torch.manual_seed(cfg.seed)
     for p in model.flownet.parameters():
         p.requires_grad_(not freeze_flow)
+    for p in model.segmenter.parameters():
+        p.requires_grad_(train_segmenter)
     pretrained = {id(p) for p in model.segmenter.parameters()}
     opt = _optimiser(model.parameters(), cfg, slow=pretrained, slow_factor=segmenter_lr_factor)
     model.train()
     model.flownet.train(not freeze_flow)
+    model.segmenter.train(train_segmenter)
     losses = []
     for idx, _ in zip(_batches(len(dataset), cfg), _bar(cfg, "lifrseg"), strict=False):
         b = collate_anytime([dataset[int(i)] for i in idx])
@@ -297,7 +305,7 @@ def fit_lifrseg(
         opt.step()
         losses.append(float(loss.detach()))
     model.eval()
-    for p in model.flownet.parameters():
+    for p in model.parameters():
         p.requires_grad_(True)
     _save(model, checkpoint, model.config.to_dict())
     return losses
