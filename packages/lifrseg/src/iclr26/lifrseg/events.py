@@ -254,22 +254,23 @@ def voxel_grid(
     _check_size(height, width, ev)
     tstar = _time_axis(ev, num_bins, t_start, t_end, time_ref)
     n_cells = height * width
-    grid = np.zeros(num_bins * n_cells, dtype=np.float64)
     if len(ev):
         lo = np.floor(tstar)
         frac = tstar - lo
         lo = lo.astype(np.int64)
         pix = ev.y.astype(np.int64) * width + ev.x.astype(np.int64)
         pol = ev.p.astype(np.float64)
-        # both tent halves in one bincount (one pass over the grid instead of two)
+        # both tent halves in one bincount, whose output is the grid (one pass over the cells)
         b = np.concatenate([lo, lo + 1])
         w = np.concatenate([1.0 - frac, frac])
         keep = (b >= 0) & (b < num_bins) & (w > 0)
-        grid += np.bincount(
+        grid = np.bincount(
             b[keep] * n_cells + np.tile(pix, 2)[keep],
             weights=np.tile(pol, 2)[keep] * w[keep],
-            minlength=grid.size,
+            minlength=num_bins * n_cells,
         )
+    else:
+        grid = np.zeros(num_bins * n_cells, dtype=np.float64)
     out = torch.from_numpy(grid.reshape(num_bins, height, width))
     if normalize:
         nz = out != 0
