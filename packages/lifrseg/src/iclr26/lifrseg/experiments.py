@@ -614,7 +614,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     ax.legend()
     report.add_figure("splat_ratio", fig)
     report.note(
-        f"Machine load at start: {_load()}; timings are medians of repeats, one thread, ratios within one run."
+        f"Machine load at the end: {_load()}; timings are medians of repeats, one thread, ratios within one run."
     )
     return report
 
