@@ -259,6 +259,25 @@ CASES = {
         OSError,
         "does not exist",
     ),
+    "fit_lifrseg train_segmenter": (
+        lambda: L.fit_lifrseg(L.LiFRSeg(), None, L.TrainConfig(), train_segmenter=1),
+        TypeError,
+        "train_segmenter",
+    ),
+    "pretrain_flow steps": (lambda: L.pretrain_flow(steps=0), ValueError, "steps"),
+    "pretrain_flow seed": (lambda: L.pretrain_flow(seed=-1), ValueError, "seed"),
+    "pretrain_flow duration": (
+        lambda: L.pretrain_flow(duration_s=0.2),
+        ValueError,
+        "duration_s",
+    ),
+    "pretrain_flow config": (lambda: L.pretrain_flow(config="x"), TypeError, "config"),
+    "load_pretrained_flow missing": (
+        lambda: L.load_pretrained_flow("/nonexistent.safetensors"),
+        OSError,
+        "do not exist",
+    ),
+    "to_structured polarity": (lambda: EV.to_structured("pm"), ValueError, "polarity"),
     "save_lifrseg model": (
         lambda: L.save_lifrseg(L.Segmenter(3), "x.safetensors"),
         TypeError,

@@ -176,3 +176,80 @@ def test_smoke_training_reduces_loss_and_checkpoint_roundtrip(tmp_path):
         a = model(b["image"][None], b["ev_past"][None], b["ev_query"][:1])["logits"]
         c = back(b["image"][None], b["ev_past"][None], b["ev_query"][:1])["logits"]
     torch.testing.assert_close(a, c)
+    # train_segmenter=False: the segmenter (weights and BatchNorm statistics) stays as it was
+    before = {k: v.clone() for k, v in model.segmenter.state_dict().items()}
+    refine = model.refine[0].c2.weight.clone()
+    fit_lifrseg(model, ds, TrainConfig(steps=2, batch_size=2, seed=1), train_segmenter=False)
+    after = model.segmenter.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not torch.equal(refine, model.refine[0].c2.weight)
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_shipped_flow_weights_load_and_beat_zero_flow():
+    """The shipped E-RAFT-lite (``pretrain_flow()`` defaults) loads, is small, and its flow is
+    closer to the analytic flow than zero flow on a scene outside its pretraining split."""
+    from iclr26.lifrseg.data import AnytimeSegDataset, collate_anytime, make_split
+    from iclr26.lifrseg.losses import flow_epe
+    from iclr26.lifrseg.train import (
+        FLOW_PRETRAIN_DEFAULTS,
+        load_pretrained_flow,
+        pretrained_flow_path,
+    )
+
+    path = pretrained_flow_path()
+    assert path.is_file()
+    assert path.stat().st_size < 2 * 2**20
+    import inspect
+
+    from iclr26.lifrseg.train import pretrain_flow
+
+    params = inspect.signature(pretrain_flow).parameters  # the defaults are the shipped run
+    for k, v in FLOW_PRETRAIN_DEFAULTS.items():
+        assert (list(params[k].default) if k == "deltas_s" else params[k].default) == v
+    net, meta = load_pretrained_flow()
+    assert {k: meta[k] for k in FLOW_PRETRAIN_DEFAULTS} == FLOW_PRETRAIN_DEFAULTS
+    ds = AnytimeSegDataset(make_split(1, seed=10_000, duration_s=0.4), (0.05, 0.1))
+    b = collate_anytime([ds[i] for i in range(len(ds))])
+    with torch.no_grad():
+        out = net(b["ev_past"].repeat_interleave(2, 0), b["ev_query"].flatten(0, 1))["flow"]
+    gt = b["flow"].flatten(0, 1)
+    assert float(flow_epe(out, gt)) < float(flow_epe(torch.zeros_like(gt), gt))
+
+
+def test_adamw_poly_equals_torch_adamw_with_lambda_lr():
+    """The written-out AdamW + warm-up/poly schedule gives the same parameters as
+    ``torch.optim.AdamW`` with ``LambdaLR`` (bit for bit on CPU), two groups, a frozen tensor."""
+    from iclr26.lifrseg.train import AdamWPoly
+
+    g = torch.Generator().manual_seed(0)
+    init = [
+        torch.randn(5, 3, generator=g),
+        torch.randn(7, generator=g),
+        torch.randn(2, generator=g),
+    ]
+    ours = [p.clone().requires_grad_(True) for p in init]
+    ref = [p.clone().requires_grad_(True) for p in init]
+    steps, lrs = 12, (1e-3, 1e-4)
+    opt = AdamWPoly(
+        [{"params": ours[:1], "lr": lrs[0]}, {"params": ours[1:], "lr": lrs[1]}],
+        weight_decay=5e-3, steps=steps, warmup_frac=0.25,
+    )  # fmt: skip
+    topt = torch.optim.AdamW(
+        [{"params": ref[:1], "lr": lrs[0]}, {"params": ref[1:], "lr": lrs[1]}], weight_decay=5e-3
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(topt, opt.factor)
+    for t in range(steps):
+        for ps in (ours, ref):
+            loss = sum(((p - 0.1 * t) ** 2).sum() * (i + 1) for i, p in enumerate(ps[:2]))
+            loss.backward()
+        opt.step()
+        topt.step()
+        sched.step()
+        opt.zero_grad()
+        topt.zero_grad()
+    for a, b in zip(ours, ref, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(ours[2], init[2])  # no gradient: untouched (as torch)
+    assert opt.factor(0) == pytest.approx(1 / 3)
+    assert opt.factor(steps) == 0.0

@@ -37,8 +37,9 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "lifrseg": ["LiFRSeg", "LiFRSegConfig"],
         "baselines": ["EarlyFusionSeg", "HFROracle", "HoldLast", "LiFRMethod", "anytime_curve"],
         "train": [
-            "TrainConfig", "fit_early_fusion", "fit_flow", "fit_lifrseg", "fit_segmenter",
-            "load_lifrseg", "save_lifrseg",
+            "FLOW_PRETRAIN_DEFAULTS", "TrainConfig", "fit_early_fusion", "fit_flow",
+            "fit_lifrseg", "fit_segmenter", "load_lifrseg", "load_pretrained_flow",
+            "pretrain_flow", "pretrained_flow_path", "save_lifrseg",
         ],
     },
 )  # fmt: skip

@@ -152,6 +152,31 @@ def _train_setup(parser: argparse.ArgumentParser):
     return run
 
 
+def _pretrain_flow_setup(parser: argparse.ArgumentParser):
+    parser.add_argument(
+        "--out", required=True, help="safetensors file to write (e.g. eraft_lite.safetensors)"
+    )
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--steps", type=int_arg(1), default=400, help="training steps")
+    parser.add_argument(
+        "--sequences", type=int_arg(1, 10000), default=8, help="SHF-Shapes sequences to render"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        out = prepare_output_file(args.out, "--out")
+        from iclr26.lifrseg.train import pretrain_flow
+
+        pretrain_flow(
+            seed=args.seed, steps=args.steps, sequences=args.sequences, out=out,
+            progress=not args.no_progress,
+        )  # fmt: skip
+        print(f"wrote {out}")
+        return 0
+
+    return run
+
+
 def _predict_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
         "--checkpoint", type=existing_file, required=True, help="lifrseg.safetensors from `train`"
@@ -238,6 +263,10 @@ main = make_cli(
             _simulate_setup,
         ),
         "train": ("train the segmenter, the flow network and LiFR-Seg (resumable)", _train_setup),
+        "pretrain-flow": (
+            "pretrain E-RAFT-lite on analytic flow (the defaults retrain the shipped weights)",
+            _pretrain_flow_setup,
+        ),
         "predict": (
             "segment at frame time + δt from an RGB frame and an events file",
             _predict_setup,

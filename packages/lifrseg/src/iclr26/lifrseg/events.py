@@ -144,10 +144,16 @@ class EventStream:
             height=self.height, width=self.width,
         )  # fmt: skip
 
-    def to_structured(self) -> np.ndarray:
-        """A tonic-style structured array: ``x``, ``y`` int16, ``t`` int64 microseconds, ``p`` int8."""
+    def to_structured(self, polarity: Literal["01", "signed"] = "01") -> np.ndarray:
+        """A tonic-style structured array: ``x``, ``y`` int16, ``t`` int64 microseconds, ``p``
+        int8. ``polarity="01"`` (default): tonic's convention, 1 = ON, 0 = OFF (tonic's
+        ``ToFrame`` indexes its polarity channel with ``p``, so a −1 would land in the ON
+        channel); ``"signed"``: ±1 as stored here. A new array every call."""
+        if polarity not in ("01", "signed"):
+            raise ValueError(f"polarity must be '01' or 'signed', got {polarity!r}")
         out = np.empty(len(self), dtype=STRUCTURED_DTYPE)
-        out["x"], out["y"], out["p"] = self.x, self.y, self.p
+        out["x"], out["y"] = self.x, self.y
+        out["p"] = self.p if polarity == "signed" else (self.p > 0)
         out["t"] = np.round(self.t * 1e6).astype(np.int64)
         return out
 
@@ -155,7 +161,8 @@ class EventStream:
     def from_structured(
         cls, arr: np.ndarray, time_unit: Literal["us", "ms", "s"] = "us", **sensor: int
     ) -> EventStream:
-        """Read a structured array with fields ``x, y, t, p`` (tonic's layout); the input is copied."""
+        """Read a structured array with fields ``x, y, t, p`` (tonic's layout: ``p`` bool or
+        integer, 0 → −1), ``t`` in ``time_unit``; the input is copied, never modified."""
         if not isinstance(arr, np.ndarray) or arr.dtype.names is None:
             raise TypeError("arr must be a structured numpy array with fields x, y, t, p")
         missing = {"x", "y", "t", "p"} - set(arr.dtype.names)
@@ -189,9 +196,9 @@ def _check_size(height: int, width: int, ev: EventStream) -> None:
 def _time_axis(
     ev: EventStream, num_bins: int, t_start: float | None, t_end: float | None, time_ref: str
 ) -> np.ndarray:
-    if time_ref not in ("window", "events"):
-        raise ValueError(f"time_ref must be 'window' or 'events', got {time_ref!r}")
-    if time_ref == "events":
+    if time_ref not in ("window", "events", "tonic"):
+        raise ValueError(f"time_ref must be 'window', 'events' or 'tonic', got {time_ref!r}")
+    if time_ref in ("events", "tonic"):
         if not len(ev):
             return np.zeros(0)
         t0, t1 = ev.t[0], ev.t[-1]  # first and last event, as DSEC does (not min/max)
@@ -205,7 +212,8 @@ def _time_axis(
     span = t1 - t0
     if span <= 0:  # zero time span: DSEC divides by zero here; every event goes to t* = 0
         return np.zeros(len(ev))
-    return (num_bins - 1) * (ev.t - t0) / span
+    scale = num_bins if time_ref == "tonic" else num_bins - 1
+    return scale * (ev.t - t0) / span
 
 
 def voxel_grid(
@@ -216,7 +224,7 @@ def voxel_grid(
     *,
     t_start: float | None = None,
     t_end: float | None = None,
-    time_ref: Literal["window", "events"] = "window",
+    time_ref: Literal["window", "events", "tonic"] = "window",
     normalize: bool = True,
 ) -> torch.Tensor:
     """The DSEC / E-RAFT event voxel grid, ``[num_bins, height, width]`` float32.
@@ -231,7 +239,11 @@ def voxel_grid(
             queries) time is scaled by these bounds (missing bounds: first / last event), so a
             sparse window does not stretch time. ``time_ref="events"``: first and last event, as
             DSEC's ``VoxelGrid.convert``. Events outside ``[t_start, t_end]`` fall outside the
-            bins and are dropped.
+            bins and are dropped. ``time_ref="tonic"``: the convention of tonic's
+            ``ToVoxelGrid`` and evlib's ``create_voxel_grid`` (Zhu et al. 2019),
+            ``t* = B(t - t_first)/(t_last - t_first)``: time scaled by ``B`` instead of ``B - 1``,
+            so the right-hand weight of events past bin ``B - 1`` and the last event(s) are
+            dropped; with ``normalize=False`` this equals tonic's grid (``[B, 1, H, W]`` there).
         normalize: over the non-zero cells, ``v <- (v - mean)/std`` with the unbiased std (as
             DSEC); if the std is 0 or undefined only the mean is subtracted. An empty window gives
             zeros, never NaN.
@@ -242,18 +254,23 @@ def voxel_grid(
     _check_size(height, width, ev)
     tstar = _time_axis(ev, num_bins, t_start, t_end, time_ref)
     n_cells = height * width
-    grid = np.zeros(num_bins * n_cells, dtype=np.float64)
     if len(ev):
         lo = np.floor(tstar)
         frac = tstar - lo
         lo = lo.astype(np.int64)
         pix = ev.y.astype(np.int64) * width + ev.x.astype(np.int64)
         pol = ev.p.astype(np.float64)
-        for b, w in ((lo, 1.0 - frac), (lo + 1, frac)):
-            keep = (b >= 0) & (b < num_bins) & (w > 0)
-            grid += np.bincount(
-                b[keep] * n_cells + pix[keep], weights=pol[keep] * w[keep], minlength=grid.size
-            )
+        # both tent halves in one bincount, whose output is the grid (one pass over the cells)
+        b = np.concatenate([lo, lo + 1])
+        w = np.concatenate([1.0 - frac, frac])
+        keep = (b >= 0) & (b < num_bins) & (w > 0)
+        grid = np.bincount(
+            b[keep] * n_cells + np.tile(pix, 2)[keep],
+            weights=np.tile(pol, 2)[keep] * w[keep],
+            minlength=num_bins * n_cells,
+        )
+    else:
+        grid = np.zeros(num_bins * n_cells, dtype=np.float64)
     out = torch.from_numpy(grid.reshape(num_bins, height, width))
     if normalize:
         nz = out != 0

@@ -28,12 +28,17 @@ from iclr26.lifrseg.losses import flow_epe, laplace_nll, ohem_cross_entropy
 from iclr26.lifrseg.models import ERaftLite, MemoryBank, Segmenter
 
 __all__ = [
+    "FLOW_PRETRAIN_DEFAULTS",
+    "AdamWPoly",
     "TrainConfig",
     "fit_early_fusion",
     "fit_flow",
     "fit_lifrseg",
     "fit_segmenter",
     "load_lifrseg",
+    "load_pretrained_flow",
+    "pretrain_flow",
+    "pretrained_flow_path",
     "save_lifrseg",
 ]
 
@@ -63,24 +68,78 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
 
 
+class AdamWPoly:
+    """AdamW (decoupled weight decay, Loshchilov & Hutter) with the paper's linear warm-up then
+    poly-0.9 decay, over parameter groups ``[{"params": [...], "lr": ...}, ...]``.
+
+    The update is ``torch.optim.AdamW``'s single-tensor CPU path written out (the tests check
+    equality with ``torch.optim.AdamW`` + ``LambdaLR``): every ``torch.optim.Optimizer`` imports
+    ``torch._dynamo`` on construction and on each ``step`` (~8 s of CPU at start-up without a
+    bytecode cache, a tenth of ``reproduce --quick``), which this class avoids.
+    ``step()`` updates the parameters with the current learning rates, then advances the
+    schedule (as ``opt.step(); sched.step()``)."""
+
+    def __init__(
+        self,
+        groups: list[dict],
+        *,
+        weight_decay: float,
+        steps: int,
+        warmup_frac: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.groups = [{"params": list(g["params"]), "lr": float(g["lr"])} for g in groups]
+        self.weight_decay, self.betas, self.eps = float(weight_decay), betas, float(eps)
+        self.steps = int(steps)
+        self.warm = max(int(warmup_frac * steps), 1)
+        self.t = 0
+        self.state: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def factor(self, step: int) -> float:
+        """Learning-rate multiplier at ``step`` (0-based): warm-up, then poly 0.9 to zero."""
+        if step < self.warm:
+            return (step + 1) / self.warm
+        return max(1.0 - (step - self.warm) / max(self.steps - self.warm, 1), 0.0) ** 0.9
+
+    def zero_grad(self) -> None:
+        for g in self.groups:
+            for p in g["params"]:
+                p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        b1, b2 = self.betas
+        f = self.factor(self.t)
+        self.t += 1
+        bc1, bc2_sqrt = 1 - b1**self.t, (1 - b2**self.t) ** 0.5
+        for g in self.groups:
+            lr = g["lr"] * f
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if id(p) not in self.state:
+                    self.state[id(p)] = (torch.zeros_like(p), torch.zeros_like(p))
+                m, v = self.state[id(p)]
+                p.mul_(1 - lr * self.weight_decay)
+                m.lerp_(p.grad, 1 - b1)
+                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                denom = (v.sqrt() / bc2_sqrt).add_(self.eps)
+                p.addcdiv_(m, denom, value=-lr / bc1)
+
+
 def _optimiser(
     params, cfg: TrainConfig, slow: set[int] | None = None, slow_factor: float = 0.1
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+) -> AdamWPoly:
     params = [p for p in params if p.requires_grad]
     slow = slow or set()
     groups = [{"params": [p for p in params if id(p) not in slow], "lr": cfg.lr}]
     if slow:
         groups.append({"params": [p for p in params if id(p) in slow], "lr": cfg.lr * slow_factor})
     groups = [g for g in groups if g["params"]]
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    warm = max(int(cfg.warmup_frac * cfg.steps), 1)
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        return max(1.0 - (step - warm) / max(cfg.steps - warm, 1), 0.0) ** 0.9
-
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return AdamWPoly(
+        groups, weight_decay=cfg.weight_decay, steps=cfg.steps, warmup_frac=cfg.warmup_frac
+    )
 
 
 def _bar(cfg: TrainConfig, desc: str):
@@ -132,7 +191,7 @@ def fit_segmenter(
     torch.manual_seed(cfg.seed)
     images = torch.cat([torch.from_numpy(s.hfr_rgb).permute(0, 3, 1, 2) for s in sequences])
     labels = torch.cat([torch.from_numpy(s.labels.astype(np.int64)) for s in sequences])
-    opt, sched = _optimiser(segmenter.parameters(), cfg)
+    opt = _optimiser(segmenter.parameters(), cfg)
     segmenter.train()
     losses = []
     for idx, _ in zip(_batches(len(images), cfg), _bar(cfg, "segmenter"), strict=False):
@@ -143,7 +202,6 @@ def fit_segmenter(
         opt.zero_grad()
         loss.backward()
         opt.step()
-        sched.step()
         losses.append(float(loss.detach()))
     segmenter.eval()
     _save(segmenter, checkpoint)
@@ -165,7 +223,7 @@ def fit_flow(
     if _resume(flownet, checkpoint):
         return []
     torch.manual_seed(cfg.seed)
-    opt, sched = _optimiser(flownet.parameters(), cfg)
+    opt = _optimiser(flownet.parameters(), cfg)
     flownet.train()
     epes = []
     for idx, _ in zip(_batches(len(dataset), cfg), _bar(cfg, "flow"), strict=False):
@@ -180,7 +238,6 @@ def fit_flow(
         loss.backward()
         nn.utils.clip_grad_norm_(flownet.parameters(), 1.0)
         opt.step()
-        sched.step()
         epes.append(float(flow_epe(out["flow"].detach(), gt)))
     flownet.eval()
     _save(flownet, checkpoint)
@@ -195,6 +252,7 @@ def fit_lifrseg(
     freeze_flow: bool = True,
     score_nll_weight: float = 0.0,
     segmenter_lr_factor: float = 0.1,
+    train_segmenter: bool = True,
     checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Stage 3: LiFR-Seg end to end with OHEM CE averaged over each frame's query chain (processed
@@ -204,7 +262,11 @@ def fit_lifrseg(
     The pretrained segmenter trains at ``segmenter_lr_factor`` × ``cfg.lr``; the paper trains
     everything with AdamW at 1e-4: ``TrainConfig(lr=1e-4)`` with ``segmenter_lr_factor=1`` (what
     ``reproduce`` and ``train`` do). With the new modules at 1e-3, Adam's first sign-like steps turn the zero-initialised residual
-    branches (RefineNet, memory output) into noise that a short run never recovers from."""
+    branches (RefineNet, memory output) into noise that a short run never recovers from.
+    ``train_segmenter=False`` keeps the pretrained segmenter fixed (weights and normalisation
+    statistics) and trains only the new modules (a diagnostic, not the paper's setting)."""
+    if not isinstance(train_segmenter, bool):
+        raise TypeError(f"train_segmenter must be a bool, got {type(train_segmenter).__name__}")
     if not np.isfinite(segmenter_lr_factor) or segmenter_lr_factor <= 0:
         raise ValueError(f"segmenter_lr_factor must be positive, got {segmenter_lr_factor}")
     if not isinstance(model, LiFRSeg):
@@ -214,12 +276,13 @@ def fit_lifrseg(
     torch.manual_seed(cfg.seed)
     for p in model.flownet.parameters():
         p.requires_grad_(not freeze_flow)
+    for p in model.segmenter.parameters():
+        p.requires_grad_(train_segmenter)
     pretrained = {id(p) for p in model.segmenter.parameters()}
-    opt, sched = _optimiser(
-        model.parameters(), cfg, slow=pretrained, slow_factor=segmenter_lr_factor
-    )
+    opt = _optimiser(model.parameters(), cfg, slow=pretrained, slow_factor=segmenter_lr_factor)
     model.train()
     model.flownet.train(not freeze_flow)
+    model.segmenter.train(train_segmenter)
     losses = []
     for idx, _ in zip(_batches(len(dataset), cfg), _bar(cfg, "lifrseg"), strict=False):
         b = collate_anytime([dataset[int(i)] for i in idx])
@@ -240,10 +303,9 @@ def fit_lifrseg(
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sched.step()
         losses.append(float(loss.detach()))
     model.eval()
-    for p in model.flownet.parameters():
+    for p in model.parameters():
         p.requires_grad_(True)
     _save(model, checkpoint, model.config.to_dict())
     return losses
@@ -262,7 +324,7 @@ def fit_early_fusion(
     if _resume(model, checkpoint):
         return []
     torch.manual_seed(cfg.seed)
-    opt, sched = _optimiser(model.parameters(), cfg)
+    opt = _optimiser(model.parameters(), cfg)
     model.train()
     losses = []
     for idx, _ in zip(_batches(len(dataset), cfg), _bar(cfg, "early fusion"), strict=False):
@@ -277,11 +339,125 @@ def fit_early_fusion(
         opt.zero_grad()
         loss.backward()
         opt.step()
-        sched.step()
         losses.append(float(loss.detach()))
     model.eval()
     _save(model, checkpoint)
     return losses
+
+
+#: settings of the shipped E-RAFT-lite (``weights/eraft_lite.safetensors``); ``pretrain_flow()``
+#: with these defaults (``iclr26-lifrseg pretrain-flow``) retrains it from its seed.
+FLOW_PRETRAIN_DEFAULTS = {
+    "seed": 0, "steps": 400, "sequences": 8, "duration_s": 0.7, "batch_size": 2, "lr": 2e-3,
+    "deltas_s": [0.01, 0.025, 0.05, 0.1, 0.2, 0.4],
+}  # fmt: skip
+_FLOW_DATA_SEED_OFFSET = 20_000  # reproduce uses seed (train) and seed + 10_000 (test) splits
+
+
+def pretrain_flow(
+    *,
+    seed: int = 0,
+    steps: int = 400,
+    sequences: int = 8,
+    duration_s: float = 0.7,
+    batch_size: int = 2,
+    lr: float = 2e-3,
+    deltas_s: Sequence[float] = (0.01, 0.025, 0.05, 0.1, 0.2, 0.4),
+    config: LiFRSegConfig | None = None,
+    size: int = 64,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> ERaftLite:
+    """Stage 2 on its own split: render ``sequences`` SHF-Shapes sequences from split seed
+    ``seed + 20000`` (disjoint from the splits ``reproduce`` draws for seeds 0…9999), build an
+    E-RAFT-lite with ``config``'s flow settings and pretrain it on analytic flow with
+    :func:`fit_flow` (AdamW ``lr``, ``steps`` of ``batch_size`` frames, every δt in
+    ``deltas_s``), one thread, seeded. The paper likewise starts from an E-RAFT pretrained on
+    ground-truth flow. With the defaults this is the run that wrote the shipped
+    ``weights/eraft_lite.safetensors`` (same torch version and CPU: same bits). ``out``: save
+    the weights there, with the settings in the metadata (loadable by
+    :func:`load_pretrained_flow`)."""
+    from iclr26.lifrseg.data import make_split
+
+    for name, v in (("seed", seed), ("steps", steps), ("sequences", sequences), ("size", size)):
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, int | np.integer)
+            or v < (0 if name == "seed" else 1)
+        ):
+            raise ValueError(
+                f"{name} must be a {'non-negative' if name == 'seed' else 'positive'} integer, got {v!r}"
+            )
+    if not np.isfinite(duration_s) or duration_s <= max(deltas_s, default=0) + 0.05:
+        raise ValueError(f"duration_s must exceed the largest δt + 50 ms, got {duration_s}")
+    cfg = config or LiFRSegConfig()
+    if not isinstance(cfg, LiFRSegConfig):
+        raise TypeError(f"config must be a LiFRSegConfig, got {type(cfg).__name__}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        seqs = make_split(
+            int(sequences), seed=int(seed) + _FLOW_DATA_SEED_OFFSET, duration_s=float(duration_s),
+            size=int(size), progress=progress,
+        )  # fmt: skip
+        ds = AnytimeSegDataset(seqs, tuple(float(d) for d in deltas_s))
+        torch.manual_seed(int(seed))
+        net = ERaftLite(
+            cfg.num_bins, iters=cfg.flow_iters, corr_radius=cfg.corr_radius,
+            corr_levels=cfg.corr_levels,
+        )  # fmt: skip
+        fit_flow(
+            net,
+            ds,
+            TrainConfig(int(steps), int(batch_size), lr=lr, seed=int(seed), progress=progress),
+        )
+    finally:
+        torch.set_num_threads(threads)
+    if out is not None:
+        meta = {
+            "seed": int(seed), "steps": int(steps), "sequences": int(sequences),
+            "duration_s": float(duration_s), "batch_size": int(batch_size), "lr": float(lr),
+            "deltas_s": [float(d) for d in deltas_s], "size": int(size),
+            "num_bins": cfg.num_bins, "flow_iters": cfg.flow_iters,
+            "corr_radius": cfg.corr_radius, "corr_levels": cfg.corr_levels,
+            "torch": torch.__version__,
+        }  # fmt: skip
+        _save(net, out, meta)
+    return net
+
+
+def pretrained_flow_path() -> Path:
+    """Path of the shipped E-RAFT-lite weights (``pretrain_flow()`` with its defaults)."""
+    from importlib.resources import files
+
+    return Path(str(files("iclr26.lifrseg") / "weights" / "eraft_lite.safetensors"))
+
+
+def load_pretrained_flow(
+    path: str | os.PathLike[str] | None = None, *, device: str | torch.device = "cpu"
+) -> tuple[ERaftLite, dict]:
+    """Load E-RAFT-lite weights written by :func:`pretrain_flow` (default: the shipped ones);
+    returns the network (eval mode) and the settings it was trained with."""
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    path = pretrained_flow_path() if path is None else Path(path)
+    if not path.is_file():
+        raise OSError(f"flow weights {os.fspath(path)!r} do not exist")
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta = json.loads((f.metadata() or {}).get("config", "{}"))
+    except Exception as err:  # safetensors raises its own error types
+        raise ValueError(f"{os.fspath(path)!r} is not a safetensors file ({err})") from None
+    keys = ("num_bins", "flow_iters", "corr_radius", "corr_levels")
+    if any(k not in meta for k in keys):
+        raise ValueError(f"{os.fspath(path)!r} has no E-RAFT-lite settings in its metadata")
+    net = ERaftLite(
+        meta["num_bins"], iters=meta["flow_iters"], corr_radius=meta["corr_radius"],
+        corr_levels=meta["corr_levels"],
+    )  # fmt: skip
+    load_model(net, str(path), device=str(device))
+    return net.eval(), meta
 
 
 def save_lifrseg(model: LiFRSeg, path: str | os.PathLike[str]) -> None:
