@@ -130,11 +130,11 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
     fn = diffusers_model_fn(model)
     x_tr, y_tr, x_te, y_te = digits_split(seed)
     judge = DigitsJudge(x_tr, y_tr, seed=seed)
-    n_cal = 32 if quick or regime == "unet" else 64
+    n_cal = 16 if regime == "unet" else 32 if quick else 64
     cal = [
         (zz, encode(yy)) for zz, yy in _calibration(n_cal, 4, seed + 1, sampler.init_noise_sigma)
     ]
-    n_eval = 128 if quick else 256 if regime == "unet" else 512
+    n_eval = 128 if quick or regime == "unet" else 512
     gen = torch.Generator().manual_seed(seed + 2)
     z = torch.randn(n_eval, 1, 8, 8, generator=gen) * sampler.init_noise_sigma
     y = torch.arange(n_eval) % 10
