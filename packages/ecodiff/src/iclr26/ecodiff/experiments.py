@@ -125,7 +125,7 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
 
         sched_name, model_name = regime, f"DiT {regime}"
     units = find_prunable_units(model)
-    T = 10 if quick or regime != "ddpm" else 25
+    T = 5 if regime == "unet" else 10 if quick or regime != "ddpm" else 25
     sampler = from_scheduler(toy_scheduler(sched_name), T)
     fn = diffusers_model_fn(model)
     x_tr, y_tr, x_te, y_te = digits_split(seed)
