@@ -22,6 +22,8 @@ from iclr26.ecodiff import (
     select,
     trajectory_grad,
 )
+from iclr26.ecodiff.recover import denoising_loss, lora_recover
+from iclr26.ecodiff.toy import save_toy_unet, train_toy_unet
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +178,59 @@ def _cases(model):
         ("magnitude_scores", lambda: magnitude_scores(model, []), ValueError, "units"),
         ("regularizer", lambda: regularizer([], "l1"), ValueError, "logits"),
         ("load_toy", lambda: load_toy("gan"), ValueError, "regime"),
+        ("train_toy_unet", lambda: train_toy_unet(steps=0), ValueError, "steps"),
+        (
+            "save_toy_unet",
+            lambda: save_toy_unet(model, torch.zeros(3, 4, 32)),
+            ValueError,
+            "prompts",
+        ),
+        *_recover_cases(model),
+    ]
+
+
+def _recover_cases(model):
+    sched = DDIMScheduler()
+    x = torch.zeros(4, 1, 8, 8)
+    y = torch.arange(4)
+    nan_x = x.clone()
+    nan_x[0, 0, 0, 0] = float("nan")
+    pytest.importorskip("peft")
+    return [
+        ("lora_recover", lambda: lora_recover("m", sched, x, y), TypeError, "model"),
+        ("lora_recover", lambda: lora_recover(model, object(), x, y), ValueError, "scheduler"),
+        ("lora_recover", lambda: lora_recover(model, sched, x.long(), y), TypeError, "x"),
+        ("lora_recover", lambda: lora_recover(model, sched, nan_x, y), ValueError, "NaN"),
+        ("lora_recover", lambda: lora_recover(model, sched, x[:0], y[:0]), ValueError, "x"),
+        ("lora_recover", lambda: lora_recover(model, sched, x, y[:3]), ValueError, "cond"),
+        ("lora_recover", lambda: lora_recover(model, sched, x, y, steps=2.5), ValueError, "steps"),
+        ("lora_recover", lambda: lora_recover(model, sched, x, y, rank=0), ValueError, "rank"),
+        (
+            "lora_recover",
+            lambda: lora_recover(model, sched, x, y, lr=float("inf")),
+            ValueError,
+            "lr",
+        ),
+        ("lora_recover", lambda: lora_recover(model, sched, x, y, seed=-1), ValueError, "seed"),
+        (
+            "lora_recover",
+            lambda: lora_recover(model, sched, x, y, target_modules="("),
+            ValueError,
+            "target_modules",
+        ),
+        (
+            "lora_recover",
+            lambda: lora_recover(model, sched, x, y, target_modules=[]),
+            ValueError,
+            "target_modules",
+        ),
+        (
+            "denoising_loss",
+            lambda: denoising_loss(model, sched, x, y, batch_size=0),
+            ValueError,
+            "batch_size",
+        ),
+        ("denoising_loss", lambda: denoising_loss(model, sched, [1.0], y), TypeError, "x"),
     ]
 
 

@@ -124,6 +124,64 @@ def test_binary_gates_equal_materialised_flux_single_and_double_blocks():
     assert torch.allclose(out, gated, atol=1e-10)
 
 
+def _flux_inputs():
+    g = torch.Generator().manual_seed(0)
+    n, length = 16, 4
+    f64 = {"dtype": torch.float64}
+    return {
+        "hidden_states": torch.randn(2, n, 4, generator=g, **f64),
+        "encoder_hidden_states": torch.randn(2, length, 32, generator=g, **f64),
+        "pooled_projections": torch.randn(2, 16, generator=g, **f64),
+        "timestep": torch.tensor([0.5, 0.3], **f64),
+        "img_ids": torch.zeros(n, 3, **f64), "txt_ids": torch.zeros(length, 3, **f64), "return_dict": False,
+    }  # fmt: skip
+
+
+def test_flux_norm_modulation_gates_are_opt_in_and_equal_zeroed_rows():
+    flux = tiny_flux().double().eval()
+    assert all(u.kind != "flux_norm" for u in find_prunable_units(flux))
+    units = find_prunable_units(flux, kinds=("heads", "ffn", "flux_single_mlp", "flux_norm"))
+    norms = {u.name: u for u in units if u.kind == "flux_norm"}
+    assert set(norms) == {
+        "transformer_blocks.0.norm1", "transformer_blocks.0.norm1_context",
+        "single_transformer_blocks.0.norm", "single_transformer_blocks.1.norm",
+    }  # fmt: skip
+    assert norms["transformer_blocks.0.norm1"].size == 6 * 32  # shift/scale/gate x (msa, mlp)
+    assert norms["single_transformer_blocks.0.norm"].size == 3 * 32
+    inp = _flux_inputs()
+    masked = MaskedModel(flux, units, init_logit=50.0, noise_eps=0.0)
+    with torch.no_grad():
+        dense = flux(**inp)[0]
+        with masked, masked.use("deterministic"):
+            assert torch.equal(flux(**inp)[0], dense)  # saturated gates: dense bit-for-bit
+    keep = select(random_scores(units, seed=3), 0.4, budget="units")
+    # a gate of 0 on a modulation channel changes the output (it is not a no-op)
+    only_norm = {u.key: torch.ones(u.size, dtype=torch.bool) for u in units}
+    only_norm[norms["transformer_blocks.0.norm1"].key] = keep[
+        norms["transformer_blocks.0.norm1"].key
+    ]
+    with torch.no_grad():
+        with masked, masked.use("keep", only_norm):
+            assert not torch.allclose(flux(**inp)[0], dense, atol=1e-6)
+        with masked, masked.use("keep", keep):
+            gated = flux(**inp)[0]
+        pruned = materialize(flux, units, keep)
+        out = pruned(**inp)[0]
+    assert torch.allclose(out, gated, atol=1e-10)
+    lin = pruned.get_submodule("single_transformer_blocks.1.norm.linear")
+    dropped = ~keep[norms["single_transformer_blocks.1.norm"].key]
+    assert lin.weight.shape == flux.single_transformer_blocks[1].norm.linear.weight.shape
+    assert lin.weight[dropped].abs().sum() == 0
+    assert lin.bias[dropped].abs().sum() == 0
+    # the norm logits get gradients (away from saturation)
+    masked = MaskedModel(flux, units, init_logit=0.0)
+    with masked:
+        masked.resample_noise(torch.Generator().manual_seed(0))
+        flux(**inp)[0].pow(2).mean().backward()
+    for u in norms.values():
+        assert masked.logits[u.key].grad.abs().sum() > 0
+
+
 def test_save_and_load_pruned_roundtrip(dit, tmp_path):
     from diffusers import DiTTransformer2DModel
 

@@ -24,8 +24,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "select": ["MaskScores", "count_macs", "count_params", "select", "threshold"],
         "materialize": ["ZeroHeadsProcessor", "load_pruned", "materialize", "save_pruned"],
         "baselines": ["magnitude_scores", "random_scores", "taylor_scores"],
+        "recover": ["denoising_loss", "lora_recover"],
         "metrics": ["DigitsJudge", "frechet_distance", "mse", "psnr"],
-        "toy": ["load_toy", "tiny_dit", "tiny_flux", "tiny_unet", "toy_scheduler", "train_toy"],
+        "toy": ["load_toy", "load_toy_unet", "tiny_dit", "tiny_flux", "tiny_unet", "toy_scheduler",
+                "train_toy", "train_toy_unet"],
         "data": ["digits", "digits_split"],
     },
 )  # fmt: skip

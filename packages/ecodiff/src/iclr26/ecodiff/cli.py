@@ -122,11 +122,17 @@ def _prune_setup(parser: argparse.ArgumentParser):
 
 def _train_setup(parser: argparse.ArgumentParser):
     parser.add_argument(
-        "--regime", choices=("ddpm", "flow"), default="ddpm", help="training objective"
-    )
-    parser.add_argument("--steps", type=int_arg(1), default=2500, help="optimiser steps")
-    parser.add_argument("--batch", type=int_arg(1), default=64, help="batch size")
-    parser.add_argument("--out", required=True, help="folder for toy_dit_<regime>.safetensors")
+        "--regime", choices=("ddpm", "flow", "unet"), default="ddpm",
+        help="DiT with DDPM or flow-matching objective, or the U-Net (DDPM)",
+    )  # fmt: skip
+    parser.add_argument("--steps", type=int_arg(1), default=None,
+                        help="optimiser steps (default 2500 for the DiT, 600 for the U-Net)")  # fmt: skip
+    parser.add_argument("--batch", type=int_arg(1), default=None,
+                        help="batch size (default 64 for the DiT, 32 for the U-Net)")  # fmt: skip
+    parser.add_argument(
+        "--out", required=True,
+        help="folder for toy_dit_<regime>.safetensors / toy_unet_ddpm.safetensors",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -134,11 +140,16 @@ def _train_setup(parser: argparse.ArgumentParser):
         out = prepare_output_dir(args.out)
         import torch
 
-        from iclr26.ecodiff.toy import save_toy, train_toy
+        from iclr26.ecodiff.toy import save_toy, save_toy_unet, train_toy, train_toy_unet
 
         torch.set_num_threads(1)
-        model = train_toy(args.regime, steps=args.steps, batch_size=args.batch, seed=args.seed,
-                          progress=not args.no_progress)  # fmt: skip
+        if args.regime == "unet":
+            unet, prompts = train_toy_unet(steps=args.steps or 600, batch_size=args.batch or 32,
+                                           seed=args.seed, progress=not args.no_progress)  # fmt: skip
+            print(f"wrote {save_toy_unet(unet, prompts, out)}")
+            return 0
+        model = train_toy(args.regime, steps=args.steps or 2500, batch_size=args.batch or 64,
+                          seed=args.seed, progress=not args.no_progress)  # fmt: skip
         print(f"wrote {save_toy(model, args.regime, out)}")
         return 0
 
@@ -152,6 +163,6 @@ main = make_cli(
     description="EcoDiff (ICLR 2026): learnable structured sparsity for diffusion/flow models.",
     commands={
         "prune": ("learn masks on a DiT (or the toy) and save the pruned model", _prune_setup),
-        "train-toy": ("train the tiny digits DiT shipped with the package", _train_setup),
+        "train-toy": ("train the tiny digits DiT / U-Net shipped with the package", _train_setup),
     },
 )

@@ -31,7 +31,7 @@ from iclr26.ecodiff.materialize import materialize
 from iclr26.ecodiff.metrics import DigitsJudge, mse, psnr
 from iclr26.ecodiff.sampler import diffusers_model_fn, from_scheduler
 from iclr26.ecodiff.select import count_macs, count_params, select
-from iclr26.ecodiff.toy import load_toy, toy_scheduler
+from iclr26.ecodiff.toy import load_toy, load_toy_unet, toy_scheduler
 from iclr26.ecodiff.units import find_prunable_units
 
 __all__ = ["bench", "reproduce", "toy_config"]
@@ -64,18 +64,18 @@ def _calibration(n: int, batch: int, seed: int, sigma: float = 1.0):
     return out
 
 
-def _denoise_losses(x, regime, n_batches, batch, seed, model):
+def _denoise_losses(x, sched_name, n_batches, batch, seed, model, encode):
     """Closures of the training loss on real digits at random timesteps (for Taylor)."""
     gen = torch.Generator().manual_seed(seed + 7)
-    ac = toy_scheduler("ddpm").alphas_cumprod.float() if regime == "ddpm" else None
+    ac = toy_scheduler("ddpm").alphas_cumprod.float() if sched_name == "ddpm" else None
     fn = diffusers_model_fn(model)
     xs, ys = x
 
     def make(i):
         idx = torch.randint(0, len(ys), (batch,), generator=gen)
-        x0, c = xs[idx], ys[idx]
+        x0, c = xs[idx], encode(ys[idx])
         noise = torch.randn(x0.shape, generator=gen)
-        if regime == "ddpm":
+        if sched_name == "ddpm":
             t = torch.randint(0, 1000, (batch,), generator=gen)
             a = ac[t].view(-1, 1, 1, 1)
             xt, target, tt = a.sqrt() * x0 + (1 - a).sqrt() * noise, noise, t.float()
@@ -89,11 +89,8 @@ def _denoise_losses(x, regime, n_batches, batch, seed, model):
     return [make(i) for i in range(n_batches)]
 
 
-def _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_ref):
-    masked = MaskedModel(model, units)
-    with torch.no_grad(), masked, masked.use("keep", keep):
-        out = sampler.sample(fn, z, y)
-    return out, {
+def _sample_metrics(out, dense, y, judge, x_ref):
+    return {
         "MSE to dense": mse(out, dense),
         "PSNR dB": psnr(out, dense),
         "class acc": judge.accuracy(out, y),
@@ -101,24 +98,52 @@ def _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_ref):
     }
 
 
+def _evaluate(model, units, keep, sampler, fn, z, cond, y, dense, judge, x_ref):
+    masked = MaskedModel(model, units)
+    with torch.no_grad(), masked, masked.use("keep", keep):
+        out = sampler.sample(fn, z, cond)
+    return out, _sample_metrics(out, dense, y, judge, x_ref)
+
+
 def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities, report_rows,
              n_random: int) -> dict[str, Any]:  # fmt: skip
-    model = load_toy(regime)
+    """E1 on one toy: ``regime`` is ``"ddpm"`` / ``"flow"`` (the DiT; sparsity = fraction of all
+    parameters) or ``"unet"`` (E5, the U-Net; sparsity = fraction of the prunable parameters,
+    since its attention/FFN blocks hold only about a fifth of its weights)."""
+    if regime == "unet":
+        model, prompts = load_toy_unet()
+
+        def encode(labels):
+            return prompts[labels]
+
+        sched_name, model_name = "ddpm", "U-Net ddpm"
+    else:
+        model = load_toy(regime)
+
+        def encode(labels):
+            return labels
+
+        sched_name, model_name = regime, f"DiT {regime}"
     units = find_prunable_units(model)
-    T = 10 if quick else 25 if regime == "ddpm" else 10
-    sampler = from_scheduler(toy_scheduler(regime), T)
+    T = 5 if regime == "unet" else 10 if quick or regime != "ddpm" else 25
+    sampler = from_scheduler(toy_scheduler(sched_name), T)
     fn = diffusers_model_fn(model)
-    x_tr, y_tr, x_te, _y_te = digits_split(seed)
+    x_tr, y_tr, x_te, y_te = digits_split(seed)
     judge = DigitsJudge(x_tr, y_tr, seed=seed)
-    n_cal = 32 if quick else 64
-    cal = _calibration(n_cal, 4, seed + 1, sampler.init_noise_sigma)
-    n_eval = 128 if quick else 512
+    n_cal = 16 if regime == "unet" else 32 if quick else 64
+    cal = [
+        (zz, encode(yy)) for zz, yy in _calibration(n_cal, 4, seed + 1, sampler.init_noise_sigma)
+    ]
+    n_eval = 128 if quick or regime == "unet" else 512
     gen = torch.Generator().manual_seed(seed + 2)
     z = torch.randn(n_eval, 1, 8, 8, generator=gen) * sampler.init_noise_sigma
     y = torch.arange(n_eval) % 10
+    cond = encode(y)
     with torch.no_grad():
-        dense = sampler.sample(fn, z, y)
+        dense = sampler.sample(fn, z, cond)
     total = count_params(model)["total"]
+    of_total = None if regime == "unet" else total
+    budget = "prunable params" if regime == "unet" else "all params"
     cfg = toy_config(quick, seed)
     t0 = time.perf_counter()
     e2e = learn_masks(model, sampler, cal, units=units, config=cfg, progress=progress)
@@ -129,7 +154,8 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
     local = learn_masks(model, sampler, cal, units=units, config=local_cfg, progress=progress)
     t_local = time.perf_counter() - t0
     t0 = time.perf_counter()
-    taylor = taylor_scores(model, units, _denoise_losses((x_tr, y_tr), regime, 8, 64, seed, model))
+    taylor = taylor_scores(model, units, _denoise_losses((x_tr, y_tr), sched_name, 8, 64, seed,
+                                                         model, encode))  # fmt: skip
     t_taylor = time.perf_counter() - t0
     methods = {
         "EcoDiff (end-to-end)": (e2e, t_e2e),
@@ -137,42 +163,83 @@ def _compare(regime: str, *, quick: bool, seed: int, progress: bool, sparsities,
         "Taylor (Diff-Pruning criterion)": (taylor, t_taylor),
         "magnitude": (magnitude_scores(model, units), 0.0),
     }
-    if importlib.util.find_spec("torch_pruning") is not None:
+    if regime != "unet" and importlib.util.find_spec("torch_pruning") is not None:
         t0 = time.perf_counter()
         tp_scores = torch_pruning_scores(model, units, (z[:2], torch.tensor([1, 1]), y[:2]))
         methods["torch-pruning group magnitude"] = (tp_scores, time.perf_counter() - t0)
     results: dict[str, Any] = {"dense": {"class acc": judge.accuracy(dense, y),
                                          "feature FD": judge.frechet(dense, x_te)}}  # fmt: skip
-    report_rows.append({"regime": regime, "sparsity": 0.0, "method": "dense",
+    report_rows.append({"model": model_name, "sparsity": 0.0, "of": budget, "method": "dense",
                         "params": total, **results["dense"]})  # fmt: skip
     samples = {"dense": dense}
     for sp in sparsities:
         for name, (scores, secs) in methods.items():
-            keep = select(scores, sp, total_params=total)
-            out, m = _evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_te)
+            keep = select(scores, sp, total_params=of_total)
+            out, m = _evaluate(model, units, keep, sampler, fn, z, cond, y, dense, judge, x_te)
             pruned = total - sum(u.params_per_unit * int((~keep[u.key]).sum()) for u in units)
-            row = {"regime": regime, "sparsity": sp, "method": name, "params": pruned, **m,
-                   "score time s": secs}  # fmt: skip
+            row = {"model": model_name, "sparsity": sp, "of": budget, "method": name,
+                   "params": pruned, **m, "score time s": secs}  # fmt: skip
             report_rows.append(row)
             results[(name, sp)] = row
             if sp == sparsities[0]:
                 samples[name] = out
         rand = []
         for r in range(n_random):
-            keep = select(random_scores(units, seed=seed * 100 + r), sp, total_params=total)
-            rand.append(_evaluate(model, units, keep, sampler, fn, z, y, dense, judge, x_te)[1])
-        row = {"regime": regime, "sparsity": sp, "method": f"random (mean of {n_random})",
+            keep = select(random_scores(units, seed=seed * 100 + r), sp, total_params=of_total)
+            rand.append(
+                _evaluate(model, units, keep, sampler, fn, z, cond, y, dense, judge, x_te)[1]
+            )
+        row = {"model": model_name, "sparsity": sp, "of": budget,
+               "method": f"random (mean of {n_random})",
                **{k: statistics.fmean(r[k] for r in rand) for k in rand[0]}}  # fmt: skip
         report_rows.append(row)
         results[("random", sp)] = row
-    results["samples"] = samples
-    results["y"] = y
-    results["history"] = e2e.history
-    results["units"] = units
-    results["model"] = model
-    results["e2e"] = e2e
-    results["total"] = total
+    results.update(samples=samples, y=y, history=e2e.history, units=units, model=model, e2e=e2e,
+                   total=total, sampler=sampler, z=z, cond=cond, dense_samples=dense, judge=judge,
+                   data=(x_tr, y_tr, x_te, y_te), encode=encode, sched_name=sched_name,
+                   model_name=model_name, of_total=of_total)  # fmt: skip
     return results
+
+
+def _recovery_rows(res: dict, sparsity: float, *, quick: bool, seed: int, progress: bool):
+    """Prune the DiT with EcoDiff's scores at a high sparsity, materialise it, and fine-tune it
+    with LoRA (peft) on the training digits with the diffusion loss; quality before and after."""
+    from iclr26.ecodiff.recover import denoising_loss, lora_recover
+
+    model, units, sampler = res["model"], res["units"], res["sampler"]
+    z, cond, y, judge = res["z"], res["cond"], res["y"], res["judge"]
+    dense = res["dense_samples"]
+    x_tr, y_tr, x_te, y_te = res["data"]
+    sched = toy_scheduler(res["sched_name"])
+    encode = res["encode"]
+    keep = select(res["e2e"], sparsity, total_params=res["of_total"])
+    pruned = materialize(model, units, keep)
+    steps, batch = (60, 32) if quick else (200, 64)
+    rows = []
+    for name, m in (("dense", model), ("EcoDiff, no retraining", pruned)):
+        with torch.no_grad():
+            out = sampler.sample(diffusers_model_fn(m), z, cond)
+        metrics = _sample_metrics(out, dense, y, judge, x_te)
+        if m is model:  # distance of the dense model to itself: not a measurement
+            metrics.update({"MSE to dense": None, "PSNR dB": None})
+        rows.append({"model": name, "params": count_params(m)["total"],
+                     "held-out denoising loss": denoising_loss(m, sched, x_te, encode(y_te),
+                                                               seed=seed),
+                     **metrics})  # fmt: skip
+    t0 = time.perf_counter()
+    rec, losses = lora_recover(pruned, sched, x_tr, encode(y_tr), steps=steps, batch_size=batch,
+                               rank=8, lr=1e-3, seed=seed, progress=progress)  # fmt: skip
+    secs = time.perf_counter() - t0
+    with torch.no_grad():
+        out = sampler.sample(diffusers_model_fn(rec), z, cond)
+    rows.append({"model": f"EcoDiff + LoRA (r=8, {steps} steps x {batch})",
+                 "params": count_params(rec)["total"],
+                 "held-out denoising loss": denoising_loss(rec, sched, x_te, encode(y_te),
+                                                           seed=seed),
+                 **_sample_metrics(out, dense, y, judge, x_te), "recovery s": secs,
+                 "train loss first/last 10 steps": f"{statistics.fmean(losses[:10]):.4g} / "
+                                                   f"{statistics.fmean(losses[-10:]):.4g}"})  # fmt: skip
+    return rows, {"LoRA recovered": out}
 
 
 def _memory_rows(steps_list, seed: int) -> list[dict]:
@@ -244,45 +311,72 @@ def _memory_figure(rows):
 
 
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
-    """The headline experiment at toy scale (E1, E2; default run adds E4 and the flow regime)."""
+    """The headline experiment at toy scale (E1, E2, LoRA recovery; the default run adds E4, the
+    flow regime and E5, the U-Net repeat of E1)."""
     from iclr26.shared import Report
 
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     sparsities = [0.2] if quick else [0.2, 0.1, 0.3, 0.4]
-    regimes = ["ddpm"] if quick else ["ddpm", "flow"]
+    regimes = ["ddpm"] if quick else ["ddpm", "flow", "unet"]
+    unet_sparsity = 0.3
+    recovery_sparsity = 0.4
     report = Report(PACKAGE, "reproduce", CLAIM, seed=seed, backends=["torch", "diffusers"],
                     config={"quick": quick, "sparsities": sparsities, "regimes": regimes,
+                            "unet_sparsity_of_prunable": unet_sparsity,
+                            "recovery_sparsity": recovery_sparsity,
                             "mask_learning": vars(toy_config(quick, seed))})  # fmt: skip
     rows: list[dict] = []
     results = {}
     for regime in regimes:
         results[regime] = _compare(regime, quick=quick, seed=seed, progress=progress,
-                                   sparsities=sparsities, report_rows=rows,
-                                   n_random=2 if quick else 5)  # fmt: skip
-    report.add_table("E1/E4: equal-sparsity quality, no retraining (sparsity = fraction of all "
-                     "model parameters removed)", rows,
-                     ["regime", "sparsity", "method", "params", "MSE to dense", "PSNR dB",
+                                   sparsities=[unet_sparsity] if regime == "unet" else sparsities,
+                                   report_rows=rows, n_random=2 if quick else 3)  # fmt: skip
+    report.add_table("E1/E4/E5: equal-sparsity quality, no retraining (sparsity = fraction of "
+                     "the parameters named in 'of' removed)", rows,
+                     ["model", "sparsity", "of", "method", "params", "MSE to dense", "PSNR dB",
                       "class acc", "feature FD", "score time s"])  # fmt: skip
     for regime, res in results.items():
-        e = res[("EcoDiff (end-to-end)", 0.2)]
+        sp = unet_sparsity if regime == "unet" else 0.2
+        tag = f"{res['model_name']}, {sp:.0%}" + (" of prunable" if regime == "unet" else "")
+        e = res[("EcoDiff (end-to-end)", sp)]
         others = ["EcoDiff-local (per-step)", "Taylor (Diff-Pruning criterion)", "magnitude"]
         others += ["torch-pruning group magnitude", "random"]
         for other in others:
-            if (other, 0.2) not in res:  # torch-pruning is an optional extra
+            if (other, sp) not in res:  # torch-pruning is an optional extra
                 continue
-            o = res[(other, 0.2)]
+            o = res[(other, sp)]
             report.check(
-                f"{regime}, 20 %: EcoDiff MSE to dense < {other.split(' (')[0]}",
+                f"{tag}: EcoDiff MSE to dense < {other.split(' (')[0]}",
                 e["MSE to dense"] < o["MSE to dense"],
                 f"{e['MSE to dense']:.4g} vs {o['MSE to dense']:.4g}",
             )
-        report.metric(f"{regime} MSE@20% EcoDiff", e["MSE to dense"])
-        report.metric(f"{regime} MSE@20% magnitude", res[("magnitude", 0.2)]["MSE to dense"])
-        report.metric(f"{regime} acc@20% EcoDiff (dense {res['dense']['class acc']:.3f})",
+        report.metric(f"{regime} MSE@{sp:.0%} EcoDiff", e["MSE to dense"])
+        report.metric(f"{regime} MSE@{sp:.0%} magnitude", res[("magnitude", sp)]["MSE to dense"])
+        report.metric(f"{regime} acc@{sp:.0%} EcoDiff (dense {res['dense']['class acc']:.3f})",
                       e["class acc"])  # fmt: skip
         report.add_figure(f"samples_{regime}", _grid_figure(
-            res, f"{regime}: dense vs pruned at 20 % parameters (same noise, same class)"))  # fmt: skip
+            res, f"{tag}: dense vs pruned (same noise, same class)"))  # fmt: skip
+    if importlib.util.find_spec("peft") is not None:
+        rec_rows, _ = _recovery_rows(results["ddpm"], recovery_sparsity, quick=quick,
+                                               seed=seed, progress=progress)  # fmt: skip
+        report.add_table(f"LoRA recovery (peft) of the DiT ddpm pruned by EcoDiff at "
+                         f"{recovery_sparsity:.0%} of all parameters", rec_rows)  # fmt: skip
+        before, after = rec_rows[1], rec_rows[2]
+        report.check(
+            "LoRA recovery lowers the held-out denoising loss",
+            after["held-out denoising loss"] < before["held-out denoising loss"],
+            f"{before['held-out denoising loss']:.4g} -> {after['held-out denoising loss']:.4g}",
+        )
+        report.check(
+            "LoRA recovery brings the samples closer to the dense model's (MSE)",
+            after["MSE to dense"] < before["MSE to dense"],
+            f"{before['MSE to dense']:.4g} -> {after['MSE to dense']:.4g}",
+        )
+        report.metric("recovery MSE before", before["MSE to dense"])
+        report.metric("recovery MSE after", after["MSE to dense"])
+    else:
+        report.note("LoRA recovery skipped: install the [lora] extra (peft).")
     mem = _memory_rows([5, 10, 20] if quick else [5, 10, 20, 40], seed)
     report.add_table("E2: peak saved-for-backward memory vs sampling steps", mem)
     ck = mem[-1]["checkpointed MiB"] / mem[0]["checkpointed MiB"]

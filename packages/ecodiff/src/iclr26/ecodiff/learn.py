@@ -45,6 +45,8 @@ class EcoDiffConfig:
     Attributes:
         epochs: passes over the calibration set (4 SDXL/FLUX, 3 DiT).
         lr_attn, lr_ffn: AdamW learning rates of head and neuron logits (0.1 / 0.1 SDXL).
+        lr_norm: learning rate of FLUX norm/modulation logits (the official ``n_lr``); ``None``
+            uses ``lr_ffn``. Only used when the units include ``"flux_norm"`` groups.
         warmup: linear warm-up optimiser steps before the constant rate (10).
         weight_decay: AdamW weight decay (torch's default 0.01; the official configs do not set it).
         beta: regulariser weight β (0.5 SDXL, 0.01 FLUX, 1 DiT).
@@ -62,6 +64,7 @@ class EcoDiffConfig:
     epochs: int = 4
     lr_attn: float = 0.1
     lr_ffn: float = 0.1
+    lr_norm: float | None = None
     warmup: int = 10
     weight_decay: float = 0.01
     beta: float = 0.5
@@ -88,6 +91,13 @@ class EcoDiffConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if self.lr_norm is not None and (
+            isinstance(self.lr_norm, bool)
+            or not isinstance(self.lr_norm, int | float)
+            or not math.isfinite(self.lr_norm)
+            or self.lr_norm <= 0
+        ):
+            raise ValueError(f"lr_norm must be None or a finite number > 0, got {self.lr_norm!r}")
         for name in ("lr_attn", "lr_ffn"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
@@ -210,10 +220,16 @@ def learn_masks(
     model.eval()
     recon = _recon(config.recon)
     attn_keys = [u.key for u in units if u.kind == "heads"]
-    ffn_keys = [u.key for u in units if u.kind != "heads"]
+    ffn_keys = [u.key for u in units if u.kind in ("ffn", "flux_single_mlp")]
+    norm_keys = [u.key for u in units if u.kind == "flux_norm"]
+    lr_norm = config.lr_ffn if config.lr_norm is None else config.lr_norm
     groups = [
         {"params": [masked.logits[k] for k in keys], "lr": lr}
-        for keys, lr in ((attn_keys, config.lr_attn), (ffn_keys, config.lr_ffn))
+        for keys, lr in (
+            (attn_keys, config.lr_attn),
+            (ffn_keys, config.lr_ffn),
+            (norm_keys, lr_norm),
+        )
         if keys
     ]
     opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)

@@ -95,10 +95,14 @@ class MaskedModel(nn.Module):
         self._handles: list = []
         self._generator: torch.Generator | None = None
         self._by_consumer: dict[str, list[tuple[PrunableUnit, int]]] = {}
+        self._by_output: dict[str, PrunableUnit] = {}  # units without consumers: gate outputs
         for u in units:
             for path, off in u.consumers:
                 self._by_consumer.setdefault(path, []).append((u, off))
-        for path in self._by_consumer:
+            if not u.consumers:
+                for path, _ in u.producers:
+                    self._by_output[path] = u
+        for path in [*self._by_consumer, *self._by_output]:
             model.get_submodule(path)  # fail early on a stale unit list
 
     # ----------------------------------------------------------------- gates
@@ -179,12 +183,23 @@ class MaskedModel(nn.Module):
 
         return pre_hook
 
+    def _output_hook(self, path: str):
+        unit = self._by_output[path]
+
+        def hook(module: nn.Linear, args: tuple, out: torch.Tensor) -> torch.Tensor:
+            return out * self.gate_values(unit.key).to(out.dtype).repeat_interleave(unit.width)
+
+        return hook
+
     def install(self) -> MaskedModel:
         """Register the gate hooks (idempotent)."""
         if not self._handles:
             for path in self._by_consumer:
                 mod = self.model.get_submodule(path)
                 self._handles.append(mod.register_forward_pre_hook(self._hook(path)))
+            for path in self._by_output:
+                mod = self.model.get_submodule(path)
+                self._handles.append(mod.register_forward_hook(self._output_hook(path)))
         return self
 
     def remove(self) -> None:

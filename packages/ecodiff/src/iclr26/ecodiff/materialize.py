@@ -106,7 +106,8 @@ def materialize(
 
     Returns:
         The pruned model (same class). Its output equals the dense model gated with the same
-        binary mask.
+        binary mask. FLUX norm/modulation channels (``"flux_norm"``) are zeroed rows of the
+        modulation linear, not removed: the AdaLN layers keep their shapes.
     """
     units = list(units)
     if not units:
@@ -117,6 +118,14 @@ def materialize(
     cols: dict[str, list] = {}
     for u in units:
         k = keep[u.key].cpu()
+        if u.kind == "flux_norm":  # modulation channels: zero the rows, shapes stay
+            lin = out.get_submodule(u.producers[0][0])
+            drop = (~k).repeat_interleave(u.width).nonzero().flatten().to(lin.weight.device)
+            with torch.no_grad():
+                lin.weight[drop] = 0
+                if lin.bias is not None:
+                    lin.bias[drop] = 0
+            continue
         for path, off in u.producers:
             rows.setdefault(path, []).append((off, u.width, k))
         for path, off in u.consumers:
@@ -174,7 +183,7 @@ def save_pruned(
 def load_pruned(model_cls: type, path: str | os.PathLike[str], **kwargs) -> nn.Module:
     """Load a model written by :func:`save_pruned`: the dense architecture from its config,
     sliced to the stored kept units, then the saved (smaller) weights."""
-    from iclr26.ecodiff.units import find_prunable_units
+    from iclr26.ecodiff.units import KINDS, find_prunable_units
 
     path = Path(path)
     meta_file = path / PRUNING_FILE
@@ -183,7 +192,7 @@ def load_pruned(model_cls: type, path: str | os.PathLike[str], **kwargs) -> nn.M
     record = json.loads(meta_file.read_text())
     config = model_cls.load_config(path)
     dense = model_cls.from_config(config)
-    by_key = {u.key: u for u in find_prunable_units(dense)}
+    by_key = {u.key: u for u in find_prunable_units(dense, kinds=KINDS)}
     units, keep = [], {}
     for entry in record["units"]:
         u = by_key.get(entry["key"])

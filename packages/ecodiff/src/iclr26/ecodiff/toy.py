@@ -1,7 +1,9 @@
 """Tiny class-conditional diffusers models on 8×8 digits: a ``DiTTransformer2DModel`` trained
 with DDPM ε-prediction or with flow matching (rectified flow), and a ``UNet2DConditionModel``
-(GEGLU FFNs, self- and cross-attention) for the U-Net path. Trained here on the digits scikit-learn
-ships; the weights in ``weights/`` were written by ``iclr26-ecodiff train-toy``.
+(GEGLU FFNs, self- and cross-attention; the SDXL analogue) trained with DDPM ε-prediction and
+conditioned on a learned 4-token "prompt" per class through ``encoder_hidden_states``. Trained here
+on the digits scikit-learn ships; the weights in ``weights/`` were written by
+``iclr26-ecodiff train-toy`` (``--regime ddpm|flow|unet``).
 """
 
 from __future__ import annotations
@@ -16,17 +18,23 @@ from torch import nn
 __all__ = [
     "REGIMES",
     "load_toy",
+    "load_toy_unet",
+    "save_toy",
+    "save_toy_unet",
     "tiny_dit",
     "tiny_flux",
     "tiny_unet",
     "toy_scheduler",
     "train_toy",
+    "train_toy_unet",
 ]
 
 log = logging.getLogger(__name__)
 
 REGIMES = ("ddpm", "flow")
 NUM_CLASSES = 10
+PROMPT_TOKENS = 4
+PROMPT_DIM = 32
 
 
 def tiny_dit(seed: int = 0) -> nn.Module:
@@ -44,15 +52,16 @@ def tiny_dit(seed: int = 0) -> nn.Module:
 
 def tiny_unet(seed: int = 0) -> nn.Module:
     """A tiny ``UNet2DConditionModel`` (GEGLU FFNs, ``attn1``/``attn2``) on 8×8×1, random init,
-    conditioned through ``encoder_hidden_states`` of width 32."""
+    conditioned through ``encoder_hidden_states`` of width 32: channels (32, 32), one layer per
+    block, 4 heads of 8 dims in each of its 4 transformer blocks (0.36 M parameters)."""
     from diffusers import UNet2DConditionModel
 
     torch.manual_seed(seed)
     return UNet2DConditionModel(
-        sample_size=8, in_channels=1, out_channels=1, block_out_channels=(32, 64),
+        sample_size=8, in_channels=1, out_channels=1, block_out_channels=(32, 32),
         layers_per_block=1, down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
-        attention_head_dim=8, norm_num_groups=8,
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=PROMPT_DIM,
+        attention_head_dim=4, norm_num_groups=8,
     )  # fmt: skip
 
 
@@ -97,8 +106,7 @@ def train_toy(
 
     if regime not in REGIMES:
         raise ValueError(f"regime must be one of {REGIMES}, got {regime!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    _check_steps(steps)
     x, y = digits()
     model = tiny_dit(seed)
     model.train()
@@ -163,3 +171,91 @@ def load_toy(regime: str = "ddpm", *, trained: bool = True, seed: int = 0) -> nn
         state = {k: v.float() for k, v in load_file(str(path)).items()}
         model.load_state_dict(state)
     return model.eval()
+
+
+def _check_steps(steps: object) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+
+
+def train_toy_unet(
+    *,
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    seed: int = 0,
+    progress: bool = False,
+) -> tuple[nn.Module, torch.Tensor]:
+    """Train :func:`tiny_unet` on all digits with DDPM ε-prediction, jointly with a learned
+    ``(10, 4, 32)`` table of class "prompt" embeddings fed as ``encoder_hidden_states``.
+
+    Returns ``(unet, prompts)``; condition on class ``y`` with ``prompts[y]``.
+    """
+    from iclr26.ecodiff.data import digits
+    from iclr26.shared import progress as bar
+
+    _check_steps(steps)
+    _check_steps(batch_size)
+    x, y = digits()
+    model = tiny_unet(seed)
+    model.train()
+    gen = torch.Generator().manual_seed(seed)
+    prompts = nn.Parameter(torch.randn(NUM_CLASSES, PROMPT_TOKENS, PROMPT_DIM, generator=gen))
+    opt = torch.optim.AdamW([*model.parameters(), prompts], lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    ac = toy_scheduler("ddpm").alphas_cumprod.float()
+    for _ in bar(range(steps), enabled=progress, desc="training toy U-Net (ddpm)"):
+        idx = torch.randint(0, len(y), (batch_size,), generator=gen)
+        x0, c = x[idx], y[idx]
+        noise = torch.randn(x0.shape, generator=gen)
+        t = torch.randint(0, 1000, (batch_size,), generator=gen)
+        a = ac[t].view(-1, 1, 1, 1)
+        xt = a.sqrt() * x0 + (1 - a).sqrt() * noise
+        out = model(xt, t, encoder_hidden_states=prompts[c], return_dict=False)[0]
+        loss = (out - noise).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+    model.eval()
+    return model, prompts.detach().clone()
+
+
+def save_toy_unet(
+    model: nn.Module, prompts: torch.Tensor, folder: str | Path | None = None
+) -> Path:
+    """Write the toy U-Net and its prompt table as float16 safetensors (< 1 MB)."""
+    from safetensors.torch import save_file
+
+    if tuple(prompts.shape) != (NUM_CLASSES, PROMPT_TOKENS, PROMPT_DIM):
+        raise ValueError(
+            f"prompts must have shape {(NUM_CLASSES, PROMPT_TOKENS, PROMPT_DIM)}, "
+            f"got {tuple(prompts.shape)}"
+        )
+    folder = _weights_dir() if folder is None else Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "toy_unet_ddpm.safetensors"
+    state = {k: v.detach().half().contiguous() for k, v in model.state_dict().items()}
+    state["prompt_embeddings"] = prompts.detach().half().contiguous()
+    save_file(state, str(path))
+    return path
+
+
+def load_toy_unet(*, trained: bool = True, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
+    """The tiny U-Net and its ``(10, 4, 32)`` class-prompt table: shipped trained weights
+    (``trained=True``) or random init (prompts drawn from a seeded normal)."""
+    model = tiny_unet(seed)
+    if not trained:
+        gen = torch.Generator().manual_seed(seed)
+        return model.eval(), torch.randn(NUM_CLASSES, PROMPT_TOKENS, PROMPT_DIM, generator=gen)
+    from safetensors.torch import load_file
+
+    path = _weights_dir() / "toy_unet_ddpm.safetensors"
+    if not path.is_file():
+        raise OSError(
+            f"no shipped weights {path.name}; run `iclr26-ecodiff train-toy --regime unet`"
+        )
+    state = {k: v.float() for k, v in load_file(str(path)).items()}
+    prompts = state.pop("prompt_embeddings")
+    model.load_state_dict(state)
+    return model.eval(), prompts

@@ -22,7 +22,8 @@ __all__ = ["KINDS", "PrunableUnit", "find_prunable_units", "linear_pair_unit"]
 
 log = logging.getLogger(__name__)
 
-KINDS = ("ffn", "heads", "flux_single_mlp")
+KINDS = ("ffn", "heads", "flux_single_mlp", "flux_norm")
+DEFAULT_KINDS = ("ffn", "heads", "flux_single_mlp")
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class PrunableUnit:
     Attributes:
         name: path of the owning module, e.g. ``"transformer_blocks.2.ff"``; for FLUX single
             blocks the MLP group is ``"<block>.mlp"``.
-        kind: ``"ffn"``, ``"heads"`` or ``"flux_single_mlp"``.
+        kind: ``"ffn"``, ``"heads"``, ``"flux_single_mlp"`` or ``"flux_norm"`` (output channels of
+            a FLUX block's AdaLN modulation linear: gated on its output, no consumer).
         size: number of units (neurons or heads).
         width: features per unit (1 for neurons, ``head_dim`` for heads).
         producers: ``(linear path, row offset)``: unit ``i`` owns rows
@@ -42,7 +44,7 @@ class PrunableUnit:
     """
 
     name: str
-    kind: Literal["ffn", "heads", "flux_single_mlp"]
+    kind: Literal["ffn", "heads", "flux_single_mlp", "flux_norm"]
     size: int
     width: int
     producers: tuple[tuple[str, int], ...]
@@ -182,6 +184,27 @@ def _flux_single_units(model: nn.Module, name: str, block: nn.Module) -> list[Pr
     return units
 
 
+def _flux_norm_units(model: nn.Module, name: str, block: nn.Module) -> list[PrunableUnit]:
+    """The AdaLN-Zero modulation linears of a FLUX block (``norm1``, ``norm1_context`` of a
+    double-stream block, ``norm`` of a single-stream block): one unit per output channel (shift,
+    scale and gate of every feature), gated on the linear's output as in the official norm
+    hook."""
+    units = []
+    for child in ("norm1", "norm1_context", "norm"):
+        norm = getattr(block, child, None)
+        lin = getattr(norm, "linear", None)
+        if isinstance(lin, nn.Linear) and type(norm).__name__.startswith("AdaLayerNormZero"):
+            path = _join(name, child, "linear")
+            units.append(
+                _make(model, _join(name, child), "flux_norm", lin.out_features, 1, [(path, 0)], [])
+            )
+    return units
+
+
+def _is_flux_block(mod: nn.Module) -> bool:
+    return type(mod).__name__ in ("FluxTransformerBlock", "FluxSingleTransformerBlock")
+
+
 def _is_attention(mod: nn.Module) -> bool:
     return hasattr(mod, "heads") and hasattr(mod, "to_q") and hasattr(mod, "processor")
 
@@ -199,7 +222,7 @@ def find_prunable_units(
     model: nn.Module,
     *,
     include: str = ".*",
-    kinds: tuple[str, ...] | list[str] = ("ffn", "heads", "flux_single_mlp"),
+    kinds: tuple[str, ...] | list[str] = DEFAULT_KINDS,
 ) -> list[PrunableUnit]:
     """Discover attention heads and FFN neurons of a diffusers model from its own classes.
 
@@ -213,7 +236,8 @@ def find_prunable_units(
     Args:
         model: the model (not modified).
         include: regular expression matched (``re.search``) against each group's name.
-        kinds: which unit kinds to return.
+        kinds: which unit kinds to return; ``"flux_norm"`` (the optional FLUX norm/modulation
+            channels, official ``n_lr > 0``) must be asked for explicitly.
 
     Returns:
         The unit groups in module order.
@@ -236,6 +260,8 @@ def find_prunable_units(
     scanned = 0
     for name, mod in model.named_modules():
         scanned += 1
+        if _is_flux_block(mod):
+            units += _flux_norm_units(model, name, mod)
         if _is_flux_single(mod):
             single_attn.add(_join(name, "attn"))
             units += _flux_single_units(model, name, mod)
