@@ -437,6 +437,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         g = Gaussians(means, (scale**2 * torch.eye(3)).expand(N, 3, 3).clone(), 0.2 + 0.7 * torch.rand(N, generator=gen),
                       torch.randn(N, C, generator=gen))  # fmt: skip
         P = side * side
+        if (N, side, C) == (4096, 64, 96):
+            target_scene = (g, cam)
         A = torch.rand(P, N, generator=gen)
         row: dict[str, Any] = {"N": N, "P": f"{side}²", "C": C}
         tm = timeit(lambda A=A, f=g.features: A @ f, repeats=repeats)
@@ -472,10 +474,20 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     target = [r for r in rows if r["N"] == 4096 and r["P"] == "64²" and r["C"] == 96]
     if target:
         r = target[0]
+        # the absolute target is "on 2 cores": time the same scene with two threads
+        g, cam = target_scene
+        torch.set_num_threads(2)
+        t2 = timeit(lambda: rasterize_features(g, cam, backend="torch-dense"), repeats=5)
+        torch.set_num_threads(1)
+        report.add_table(
+            "The absolute target's scene on two threads (N=4096, P=64², C=96, median of 5)",
+            [{"backend": "torch-dense", "threads": 2, "ms": t2.median * 1e3,
+              "spread ms": (t2.max - t2.min) * 1e3, "one-thread ms": r["dense ms"]}],
+        )  # fmt: skip
         report.check(
-            "dense N=4096, P=64², C=96 under 50 ms",
-            bool(r["dense ms"] and r["dense ms"] < 50),
-            f"{r['dense ms']:.1f} ms",
+            "dense N=4096, P=64², C=96 under 50 ms on 2 cores",
+            t2.median * 1e3 < 50,
+            f"{t2.median * 1e3:.1f} ms on 2 threads ({r['dense ms']:.1f} ms on one)",
         )
         report.check(
             "dense within 3× of its compositing matmul",
