@@ -75,6 +75,12 @@ class _Spiking(nn.Module):
         self.feat_dim = _pos(feat_dim, "feat_dim")
         self.head = nn.Linear(feat_dim, num_classes, bias=False)
 
+    def _init_image(self, in_channels: int, img_size: int, multiple: int, why: str) -> None:
+        self.in_channels = _pos(in_channels, "in_channels")
+        self.img_size = _pos(img_size, "img_size")
+        if img_size % multiple:
+            raise ValueError(f"img_size must be a multiple of {multiple} ({why}), got {img_size}")
+
     def neurons(self) -> list[LIF]:
         return [m for m in self.modules() if isinstance(m, LIF)]
 
@@ -245,14 +251,7 @@ class SpikingVGG9(_Spiking):
     ) -> None:
         super().__init__()
         self._init_common(T, feat_dim, num_classes)
-        self.in_channels, self.img_size = (
-            _pos(in_channels, "in_channels"),
-            _pos(img_size, "img_size"),
-        )
-        if img_size % 8:
-            raise ValueError(
-                f"img_size must be a multiple of 8 (three pooling stages), got {img_size}"
-            )
+        self._init_image(in_channels, img_size, 8, "three pooling stages")
         if not (isinstance(width, int | float) and 0 < width <= 16):
             raise ValueError(f"width must be a float in (0, 16], got {width!r}")
         layers: list[nn.Module] = []
@@ -332,14 +331,7 @@ class SpikingResNet20(_Spiking):
     ) -> None:
         super().__init__()
         self._init_common(T, feat_dim, num_classes)
-        self.in_channels, self.img_size = (
-            _pos(in_channels, "in_channels"),
-            _pos(img_size, "img_size"),
-        )
-        if img_size % 4:
-            raise ValueError(
-                f"img_size must be a multiple of 4 (two stride-2 stages), got {img_size}"
-            )
+        self._init_image(in_channels, img_size, 4, "two stride-2 stages")
         if len(widths) != 3:
             raise ValueError(f"widths must give three stage widths, got {widths!r}")
         widths = tuple(_pos(w, "widths") for w in widths)
