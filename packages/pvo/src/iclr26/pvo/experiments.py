@@ -1,6 +1,6 @@
-"""``reproduce`` (P1 main comparison, P2 the TD→VA swap, P5 tabular error propagation; P4 in
-the default run) and ``bench`` (all agents side by side, vmap-over-seeds throughput, per-step
-time against the networks' FLOP limit)."""
+"""``reproduce`` (P1 main comparison, P2 the TD→VA swap, P5 tabular error propagation; the P3
+data-quality and P4 preference-budget sweeps in the default run) and ``bench`` (all agents side
+by side, vmap-over-seeds throughput, per-step time against the networks' FLOP limit)."""
 
 from __future__ import annotations
 
@@ -51,14 +51,17 @@ def _scale(quick: bool) -> dict[str, Any]:
     if quick:
         return {"episodes": 50, "steps": 2000, "eval_every": 1000, "seeds": 3, "budgets": (100,),
                 "rewards": ("sparse",), "p1": ("pvo", "iql", "bc"),
-                "p2": (("iql", "pvo"), ("td3bc", "td3bc_va")), "tab_seeds": 10}  # fmt: skip
-    # Sized to fit 15 minutes on an idle 2-core machine (about 10 CPU-minutes, measured): the
+                "p2": (("iql", "pvo"), ("td3bc", "td3bc_va")), "tab_seeds": 10,
+                "p3_ratios": (), "p4_budgets": (), "sweep_seeds": 3}  # fmt: skip
+    # Sized to fit 15 minutes on an idle 2-core machine (P1 + P2 + P5 took about 6 minutes): the
     # paper's headline pair (PVO vs MR + IQL) at two budgets, the oracle and BC once (they do
-    # not read preferences), all three swaps at M = 100; 6 seeds, 4,000 updates each.
+    # not read preferences), all three swaps at M = 100; 6 seeds, 4,000 updates each. The P3
+    # and P4 sweeps (PVO and MR + IQL only) run on the first 3 of those seeds.
     return {"episodes": 100, "steps": 4000, "eval_every": 1000, "seeds": 6, "budgets": (100, 500),
             "rewards": ("sparse",), "p1": ("pvo", "iql", "oracle_iql", "bc"),
             "p2": (("iql", "pvo"), ("xql", "xql_va"), ("td3bc", "td3bc_va")),
-            "tab_seeds": 30}  # fmt: skip
+            "tab_seeds": 30, "p3_ratios": (0.1, 0.3, 0.5, 1.0),
+            "p4_budgets": (50, 100, 250, 500, 1000), "sweep_seeds": 3}  # fmt: skip
 
 
 # Agents that never read the preference labels or r̂: trained once, shared by every budget M.
@@ -148,8 +151,57 @@ def _curve_figure(curves: dict[str, tuple[list[int], np.ndarray]], title: str):
     return fig
 
 
+def _pair_sweep(
+    settings: list[tuple[dict[str, Any], Any, int]],
+    sc: dict[str, Any],
+    reward: str,
+    seed: int,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """PVO and MR + IQL on each (row label, dataset, M) of ``settings`` with
+    ``sc["sweep_seeds"]`` seeds (the first seeds of P1); one r̂ fit per setting, shared by both
+    agents."""
+    sub = {**sc, "seeds": sc["sweep_seeds"]}
+    rows = []
+    for label, ds, budget in settings:
+        prefs = _prefs(ds, budget, reward, seed)
+        models = fit_reward_models(prefs, _seeds(sub, seed))
+        scores = {a: _run(a, ds, prefs, sub, reward, seed, progress, models).final_scores
+                  for a in ("pvo", "iql")}  # fmt: skip
+        rows.append({**label, "pairs M": budget, "seeds": sub["seeds"],
+                     "IQM PVO": iqm(scores["pvo"]), "IQM MR+IQL": iqm(scores["iql"]),
+                     "gap": iqm(scores["pvo"]) - iqm(scores["iql"]),
+                     "std PVO": float(np.std(scores["pvo"])),
+                     "std MR+IQL": float(np.std(scores["iql"])),
+                     "r̂ val acc": models[0].val_accuracy})  # fmt: skip
+    return rows
+
+
+def _sweep_figure(p3: list[dict[str, Any]], p4: list[dict[str, Any]]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, rows, key, xlabel, log in (
+        (axes[0], p3, "expert ratio", "expert ratio of the mixed dataset (M = 100)", False),
+        (axes[1], p4, "pairs M", "preference pairs M (medium-replay)", True),
+    ):
+        x = [float(r[key]) for r in rows]
+        for col in ("IQM PVO", "IQM MR+IQL"):
+            ax.plot(x, [r[col] for r in rows], marker="o", label=col.replace("IQM ", ""))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("normalised score (IQM over seeds)")
+        if log:
+            ax.set_xscale("log")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> Report:
-    """P1, P2, P5 (and P4 budgets in the default run) on generated Pendulum data."""
+    """P1, P2, P5 (and the P3/P4 sweeps in the default run) on generated Pendulum data."""
     seed_everything(seed)
     sc = _scale(quick)
     report = Report(
@@ -277,6 +329,41 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = False) -> 
     va_mean = np.mean([r["mean regret"] for r in p5 if r["method"] == "PVO (min-norm)"])
     report.check("P5 tabular PVO regret ≤ TD-on-r̂ regret (mean over budgets)", va_mean <= td_mean,
                  f"{va_mean:.3f} vs {td_mean:.3f}")  # fmt: skip
+    # P3 (data quality) and P4 (preference budget): PVO vs MR + IQL, default run only.
+    if sc["p3_ratios"]:
+        mixed = [
+            (
+                {"expert ratio": r},
+                make_dataset("mixed", sc["episodes"], expert_ratio=r, seed=seed),
+                100,
+            )
+            for r in sc["p3_ratios"]
+        ]
+        p3 = _pair_sweep(mixed, sc, reward, seed, progress)
+        report.add_table(
+            f"P3: data-quality sweep, mixed dataset (expert episodes at the given ratio, the rest "
+            f"random), {reward} reward, M = 100, {sc['sweep_seeds']} seeds",
+            p3,
+        )
+        wins = sum(r["gap"] >= 0 for r in p3)
+        report.check(
+            "P3 PVO ≥ MR+IQL at most expert ratios",
+            wins > len(p3) / 2,
+            f"{wins} of {len(p3)}: gaps "
+            + ", ".join(f"{r['expert ratio']}: {r['gap']:+.1f}" for r in p3),
+        )
+        p4 = _pair_sweep([({}, ds, m) for m in sc["p4_budgets"]], sc, reward, seed,
+                         progress)  # fmt: skip
+        report.add_table(
+            f"P4: preference-budget sweep, medium-replay, {reward} reward, {sc['sweep_seeds']} seeds",
+            p4,
+        )
+        report.check(
+            "P4 PVO's lead over MR+IQL is largest at the smallest budget",
+            p4[0]["gap"] > 0 and p4[0]["gap"] == max(r["gap"] for r in p4),
+            ", ".join(f"M = {r['pairs M']}: {r['gap']:+.1f}" for r in p4),
+        )
+        report.add_figure("p3_p4_sweeps", _sweep_figure(p3, p4))
     report.metric("P1 IQM gap PVO − MR+IQL (first setting)", gaps[0][2])
     report.metric("CPU seconds (this process, all threads)", time.process_time() - cpu0)
     report.note(
