@@ -176,6 +176,33 @@ def _ppo_setup(parser: argparse.ArgumentParser):
     return run
 
 
+def _peers_setup(parser: argparse.ArgumentParser):
+    from pathlib import Path
+
+    parser.add_argument("--quick", action="store_true", help="100 demos, 50 evaluation episodes")
+    parser.add_argument("--out", type=Path, default=Path("reports/mikasa/peers"),
+                        help="output folder")  # fmt: skip
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        from iclr26.shared import import_optional, prepare_output_dir
+
+        out = prepare_output_dir(args.out)
+        for module in ("popgym", "minigrid"):
+            import_optional(module, dist="iclr26-mikasa", extra="peers", purpose="peers")
+        from iclr26.mikasa.experiments import peer_experiment
+
+        report = peer_experiment(quick=args.quick, seed=args.seed, progress=not args.no_progress)
+        report.finish()
+        print(report.to_markdown(), flush=True)
+        path = report.write(out)
+        print(f"wrote {path} and report.json with figures")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "mikasa",
     reproduce="iclr26.mikasa.experiments:reproduce",
@@ -185,6 +212,10 @@ main = make_cli(
         "list": ("list the tasks with their memory types and timing", _list_setup),
         "play": ("run an oracle or random policy and report success", _play_setup),
         "collect": ("collect oracle episodes as .npz and/or a Minari dataset", _collect_setup),
+        "peers": (
+            "BC memory baselines on popgym RepeatPrevious and MiniGrid-MemoryS7",
+            _peers_setup,
+        ),
         "ppo": ("E2: train PPO (MLP state / MLP memory / GRU memory) and evaluate", _ppo_setup),
     },
 )
