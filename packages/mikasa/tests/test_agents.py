@@ -53,7 +53,8 @@ def test_bc_is_deterministic_and_learns_the_demos():
 
 def test_demos_follow_the_dataset_layout():
     demos = collect_demos("RememberColor3-v0", "memory", 4, seed=0)
-    assert set(demos) == {"obs", "proprio", "action", "reward", "success", "done"}
+    assert set(demos) == {"obs", "proprio", "action", "reward", "success", "done",
+                          "final_obs", "terminated", "truncated"}  # fmt: skip
     assert demos["obs"].shape[:2] == demos["action"].shape[:2] == (4, 60)
     assert demos["done"][:, -1].all()
     assert not demos["done"][:, :-1].any()

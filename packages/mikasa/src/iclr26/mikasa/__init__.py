@@ -34,6 +34,8 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "agents": ["BC", "FrameStack", "POLICIES", "make_policy"],
         "compat": ["OFFICIAL_TO_LITE", "lite_id"],
         "data": ["load_demos", "save_demos"],
+        "minari_export": ["to_minari"],
+        "render": ["episode_frames", "episode_strip", "write_gif"],
     },
 )  # fmt: skip
 __all__ += ["__version__"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from iclr26.shared import int_arg, make_cli, prepare_output_file
+from iclr26.shared import float_arg, int_arg, make_cli, prepare_output_file
 
 __all__ = ["main"]
 
@@ -44,9 +44,14 @@ def _play_setup(parser: argparse.ArgumentParser):
     parser.add_argument("--episodes", type=int_arg(1, 10_000), default=10, help="episodes to run")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--png", help="write a top-down picture strip of the first episode here")
+    parser.add_argument("--gif", help="write an animated GIF of the first episode here (kinematic: "
+                        "top view; mujoco: the overhead camera, needs MUJOCO_GL=egl or osmesa)")  # fmt: skip
+    parser.add_argument("--fps", type=float_arg(0.1, 100.0), default=10.0, help="GIF frame rate")
+    parser.add_argument("--size", type=int_arg(16, 256), default=160, help="GIF frame size (px)")
 
     def run(args: argparse.Namespace) -> int:
         png = prepare_output_file(args.png, "--png") if args.png else None
+        gif = prepare_output_file(args.gif, "--gif") if args.gif else None
         from iclr26.mikasa.tasks import get_spec
 
         spec = get_spec(args.env_id)  # unknown ids fail here, before any work
@@ -79,6 +84,65 @@ def _play_setup(parser: argparse.ArgumentParser):
 
             episode_strip(spec.env_id, policy, seed=args.seed).savefig(png, dpi=100)
             print(f"wrote {png}")
+        if gif is not None:
+            from iclr26.mikasa.render import episode_frames, write_gif
+
+            frames = episode_frames(
+                spec.env_id, policy, seed=args.seed, backend=args.backend, size=args.size
+            )
+            write_gif(frames, gif, fps=args.fps)
+            print(f"wrote {gif} ({len(frames)} frames)")
+        return 0
+
+    return run
+
+
+def _collect_setup(parser: argparse.ArgumentParser):
+    parser.add_argument("env_id", help="task id, e.g. MikasaLite/ShellGameTouch-v0 (see `list`)")
+    parser.add_argument("--policy", choices=POLICIES[1:], default="memory",
+                        help="which scripted oracle acts")  # fmt: skip
+    parser.add_argument("--episodes", type=int_arg(1, 100_000), default=100, help="episodes")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0,
+                        help="seed of the first episode (episode e uses seed + e)")  # fmt: skip
+    parser.add_argument("--npz", help="save the episodes here (official field layout, .npz)")
+    parser.add_argument("--minari-id", help="also write a Minari dataset with this id, e.g. "
+                        "mikasa/ShellGameTouch-memory-v0 (extra [minari])")  # fmt: skip
+    parser.add_argument("--minari-root", help="Minari datasets folder (default: "
+                        "MINARI_DATASETS_PATH or ~/.minari)")  # fmt: skip
+
+    def run(args: argparse.Namespace) -> int:
+        if not args.npz and not args.minari_id:
+            raise ValueError("give --npz PATH and/or --minari-id ID: where to write the episodes")
+        npz = prepare_output_file(args.npz, "--npz") if args.npz else None
+        from iclr26.mikasa.tasks import get_spec
+
+        spec = get_spec(args.env_id)
+        if args.minari_id:
+            from iclr26.mikasa.minari_export import check_dataset_id
+
+            check_dataset_id(args.minari_id, args.minari_root)  # before any work
+        from iclr26.mikasa.oracles import collect_demos
+
+        demos = collect_demos(spec.env_id, args.policy, args.episodes, seed=args.seed, path=npz)
+        success = demos["success"][:, -1].mean()
+        print(f"{spec.env_id} {args.policy} oracle: {args.episodes} episodes x {spec.T} steps, "
+              f"success at end {success:.3f}")  # fmt: skip
+        if npz is not None:
+            print(f"wrote {npz}")
+        if args.minari_id:
+            import warnings
+
+            from iclr26.mikasa.minari_export import to_minari
+
+            with warnings.catch_warnings():  # minari asks for a permalink, an email...
+                warnings.simplefilter("ignore", UserWarning)
+                ds = to_minari(
+                    demos, args.minari_id, env_id=spec.env_id,
+                    obs_mode="state" if args.policy == "state" else "memory", seed=args.seed,
+                    root=args.minari_root, algorithm_name=f"{args.policy} oracle",
+                )  # fmt: skip
+            print(f"wrote Minari dataset {args.minari_id} ({ds.total_episodes} episodes, "
+                  f"{ds.total_steps} steps)")  # fmt: skip
         return 0
 
     return run
@@ -112,6 +176,33 @@ def _ppo_setup(parser: argparse.ArgumentParser):
     return run
 
 
+def _peers_setup(parser: argparse.ArgumentParser):
+    from pathlib import Path
+
+    parser.add_argument("--quick", action="store_true", help="100 demos, 50 evaluation episodes")
+    parser.add_argument("--out", type=Path, default=Path("reports/mikasa/peers"),
+                        help="output folder")  # fmt: skip
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        from iclr26.shared import import_optional, prepare_output_dir
+
+        out = prepare_output_dir(args.out)
+        for module in ("popgym", "minigrid"):
+            import_optional(module, dist="iclr26-mikasa", extra="peers", purpose="peers")
+        from iclr26.mikasa.experiments import peer_experiment
+
+        report = peer_experiment(quick=args.quick, seed=args.seed, progress=not args.no_progress)
+        report.finish()
+        print(report.to_markdown(), flush=True)
+        path = report.write(out)
+        print(f"wrote {path} and report.json with figures")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "mikasa",
     reproduce="iclr26.mikasa.experiments:reproduce",
@@ -120,6 +211,11 @@ main = make_cli(
     commands={
         "list": ("list the tasks with their memory types and timing", _list_setup),
         "play": ("run an oracle or random policy and report success", _play_setup),
+        "collect": ("collect oracle episodes as .npz and/or a Minari dataset", _collect_setup),
+        "peers": (
+            "BC memory baselines on popgym RepeatPrevious and MiniGrid-MemoryS7",
+            _peers_setup,
+        ),
         "ppo": ("E2: train PPO (MLP state / MLP memory / GRU memory) and evaluate", _ppo_setup),
     },
 )

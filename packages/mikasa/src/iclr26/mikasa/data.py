@@ -17,6 +17,7 @@ __all__ = [
     "COLORS",
     "COLOR_NAMES",
     "DEMO_FIELDS",
+    "EXPORT_FIELDS",
     "SHAPES",
     "load_demos",
     "save_demos",
@@ -46,6 +47,10 @@ SHAPES: tuple[str, ...] = (
 #: Fields of one demonstration episode, as in the official dataset layout (``joints`` ->
 #: ``proprio``, ``rgb`` only when rendered). Arrays have the episode length T as first axis.
 DEMO_FIELDS = ("obs", "proprio", "action", "reward", "success", "done")
+#: Extra fields that :func:`iclr26.mikasa.collect_demos` adds so an export keeps every step:
+#: ``final_obs`` (episodes, dim), the observation after the last action, and ``terminated`` /
+#: ``truncated`` (episodes, T), the two halves of ``done``.
+EXPORT_FIELDS = ("final_obs", "terminated", "truncated")
 
 
 def save_demos(path: str | os.PathLike[str], demos: Mapping[str, np.ndarray]) -> Path:
@@ -54,6 +59,7 @@ def save_demos(path: str | os.PathLike[str], demos: Mapping[str, np.ndarray]) ->
     if missing:
         raise ValueError(f"demos lacks fields {missing}")
     lengths = {k: np.asarray(demos[k]).shape[:2] for k in DEMO_FIELDS}
+    lengths.update({k: np.asarray(demos[k]).shape[:2] for k in EXPORT_FIELDS[1:] if k in demos})
     if len(set(lengths.values())) != 1:
         raise ValueError(f"demos fields disagree on (episodes, T): {lengths}")
     path = Path(path)

@@ -24,7 +24,9 @@ CLASSIC_IDS = (f"{NAMESPACE}/TMaze-v0", f"{NAMESPACE}/MemoryLength-v0")
 
 
 def _tabletop(backend: str = "mujoco", **kwargs: Any) -> gym.Env:
-    spec = kwargs.pop("task_spec")
+    # The registered kwargs name the task by id (JSON-friendly), so an ``EnvSpec`` serialises
+    # and a dataset can recreate its environment (``minari`` ``recover_environment``).
+    spec = kwargs.pop("task_spec", None) or TABLETOP[kwargs.pop("task_id")]
     delta_time = kwargs.pop("delta_time", None)
     if delta_time is not None:
         if spec.family != "remember":
@@ -48,9 +50,9 @@ def _register() -> None:
         if env_id not in gym.registry:
             gym.register(
                 env_id,
-                entry_point=_tabletop,
+                entry_point="iclr26.mikasa.envs:_tabletop",
                 max_episode_steps=spec.T,
-                kwargs={"task_spec": spec},
+                kwargs={"task_id": env_id},
             )
     for env_id, entry in zip(
         CLASSIC_IDS,

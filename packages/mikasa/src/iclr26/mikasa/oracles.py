@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr26.mikasa.data import COLORS, DEMO_FIELDS, SHAPES
+from iclr26.mikasa.data import COLORS, DEMO_FIELDS, EXPORT_FIELDS, SHAPES
 from iclr26.mikasa.kinematic import MAX_DELTA, check_seed
 from iclr26.mikasa.semantics import obs_layout
 from iclr26.mikasa.spatial import SpatialSpec
@@ -281,7 +281,7 @@ def _rollout_kinematic(
     obs, _ = env.reset(seed=seed)
     policy.reset(n_episodes)
     T = spec.T
-    out: dict[str, list] = {k: [] for k in DEMO_FIELDS}
+    out: dict[str, list] = {k: [] for k in (*DEMO_FIELDS, *EXPORT_FIELDS[1:])}
     success = np.zeros(n_episodes, bool)
     for _t in range(T):
         a = policy.act(obs)
@@ -289,10 +289,12 @@ def _rollout_kinematic(
         if record:
             out["obs"].append(obs)
             out["proprio"].append(obs[:, :7])
-            out["action"].append(a)
+            out["action"].append(np.asarray(a, np.float32))
             out["reward"].append(r)
             out["success"].append(info["success"])
             out["done"].append(term | trunc)
+            out["terminated"].append(term)
+            out["truncated"].append(trunc)
         success = info["success"]
         obs = nxt
     res = {
@@ -301,6 +303,8 @@ def _rollout_kinematic(
     }
     if record:
         res.update({k: np.stack(v, 1) for k, v in out.items()})
+        # next-step autoreset: the observation after step T is the final one of each episode
+        res["final_obs"] = obs.copy()
     return res
 
 
@@ -362,38 +366,61 @@ def evaluate(
 
 def collect_demos(
     env_id: str,
-    oracle: str = "memory",
+    oracle: Any = "memory",
     n_episodes: int = 100,
     *,
     seed: int = 0,
-    obs_mode: str = "memory",
+    obs_mode: str | None = None,
     path: str | os.PathLike[str] | None = None,
     **env_kwargs: Any,
 ) -> dict[str, np.ndarray]:
-    """Roll out an oracle on the kinematic backend and return (optionally save) its episodes.
+    """Roll out an oracle (or any policy) on the kinematic backend and return its episodes.
 
     Fields follow the official dataset layout (:data:`iclr26.mikasa.data.DEMO_FIELDS`): ``obs``
     (E, T, dim) in ``obs_mode``, ``proprio`` (E, T, 7: TCP xyz, velocity, t/T — the analogue of
-    ``joints``), ``action`` (E, T, 3), ``reward``, ``success``, ``done`` (E, T). The memory and
-    memoryless oracles act on memory observations; the recorded ``obs`` are in ``obs_mode``.
+    ``joints``), ``action`` (E, T, 3), ``reward``, ``success``, ``done`` (E, T); plus
+    :data:`iclr26.mikasa.data.EXPORT_FIELDS` for a lossless export
+    (:func:`iclr26.mikasa.minari_export.to_minari`): ``final_obs`` (E, dim, the observation
+    after the last step), ``terminated`` and ``truncated`` (E, T). Episode e uses seed
+    ``seed + e``; rewards are ``normalized_dense``.
+
+    Args:
+        env_id: task id.
+        oracle: ``"memory"``, ``"memoryless"`` or ``"state"`` (a scripted oracle), or a policy
+            with ``reset(n)`` and ``act(obs)`` (e.g. a fitted :class:`iclr26.mikasa.agents.BC`
+            or :class:`iclr26.mikasa.ppo.PPO`: a BC rollout dataset).
+        n_episodes: episodes (>= 1), rolled out as one batch.
+        seed: seed of the first episode (and of the memoryless oracle's choices).
+        obs_mode: ``memory`` or ``state``; default: the mode the policy acts on.
+        path: if given, also save the episodes there (:func:`iclr26.mikasa.data.save_demos`).
+        **env_kwargs: ``delta_time``, ``hold_until_act``, ``terminate_on_success``.
     """
     spec = get_spec(env_id) if isinstance(env_id, str) else _spec_of(env_id)
-    if oracle not in ORACLES:
-        raise ValueError(f"oracle must be one of {ORACLES}; got {oracle!r}")
+    if isinstance(oracle, str):
+        if oracle not in ORACLES:
+            raise ValueError(f"oracle must be one of {ORACLES} or a policy; got {oracle!r}")
+    elif not (callable(getattr(oracle, "act", None)) and callable(getattr(oracle, "reset", None))):
+        raise TypeError(
+            "oracle must be an oracle name or a policy with reset(n) and act(obs), got "
+            f"{type(oracle).__name__}"
+        )
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
         raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
     seed = check_seed(seed) or 0
     delta_time = env_kwargs.pop("delta_time", None)
     if delta_time is not None:
         spec = spec.with_delay(delta_time)
-    policy = make_oracle(oracle, spec, seed=seed)
-    if policy.obs_mode != obs_mode:
+    policy = make_oracle(oracle, spec, seed=seed) if isinstance(oracle, str) else oracle
+    acts_on = getattr(policy, "obs_mode", "memory")
+    if obs_mode is None:
+        obs_mode = acts_on
+    if acts_on != obs_mode:
         raise ValueError(
-            f"the {type(policy).__name__} acts on {policy.obs_mode} observations; collect with "
-            f"obs_mode={policy.obs_mode!r}"
+            f"the {type(policy).__name__} acts on {acts_on} observations; collect with "
+            f"obs_mode={acts_on!r}"
         )
     res = _rollout_kinematic(spec, policy, n_episodes, seed, obs_mode, True, **env_kwargs)
-    demos = {k: res[k] for k in DEMO_FIELDS}
+    demos = {k: res[k] for k in (*DEMO_FIELDS, *EXPORT_FIELDS)}
     if path is not None:
         from iclr26.mikasa.data import save_demos
 
