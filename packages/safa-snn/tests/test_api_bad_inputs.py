@@ -23,6 +23,12 @@ CASES = {
         "n_samples",
     ),
     "SpikingMLP T": (lambda: s.SpikingMLP(4, T=0), ValueError, "T must"),
+    "SpikingMLP neuron": (
+        lambda: s.SpikingMLP(4, T=1, neuron="relu", spike="zo"),
+        TypeError,
+        "takes no neuron arguments",
+    ),
+    "ReLUNeuron num_channels": (lambda: s.ReLUNeuron(0), ValueError, "num_channels"),
     "SpikingMLP x": (lambda: s.SpikingMLP(4)(NAN), ValueError, "NaN"),
     "SpikingConvNet x": (
         lambda: s.SpikingConvNet(1, img_size=8)(torch.rand(2, 3, 8, 8)),

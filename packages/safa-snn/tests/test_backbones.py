@@ -195,3 +195,23 @@ def test_safa_runs_on_resnet20_with_prototypes_and_regulation():
     assert with_reg.thresholds[-1] != without.thresholds[-1]  # the rule moved θ
     assert with_reg.thresholds[0] == without.thresholds[0]
     assert with_reg.session_energy[1] > without.session_energy[1] > 0
+
+
+def test_relu_twin_has_the_same_layers_and_counts_only_macs():
+    from iclr26.safa_snn import ReLUNeuron, SpikingConvNet, SpikingMLP, count_sops
+
+    snn = SpikingMLP(16, hidden=(32,), feat_dim=8, T=4, num_classes=3)
+    ann = SpikingMLP(16, hidden=(32,), feat_dim=8, T=1, num_classes=3, neuron="relu")
+    shapes = lambda m: [(n, tuple(p.shape)) for n, p in m.named_parameters() if "thresh" not in n]  # noqa: E731
+    assert shapes(snn) == shapes(ann)
+    assert not ann.neurons()
+    assert any(isinstance(m, ReLUNeuron) for m in ann.modules())
+    x = torch.rand(5, 16)
+    f = ann.eval().features(x)
+    assert f.shape == (5, 1, 8)
+    assert (ann.layers[2](torch.tensor([-1.0, 2.0])) == torch.tensor([0.0, 2.0])).all()
+    rep = count_sops(ann, x)
+    assert rep.sops == 0
+    assert rep.macs == 16 * 32 + 32 * 8 + 8 * 3
+    conv = SpikingConvNet(16, img_size=8, T=1, widths=(4,), feat_dim=6, neuron="relu")
+    assert conv.features(torch.rand(2, 16, 8, 8)).shape == (2, 1, 6)

@@ -65,3 +65,26 @@ def test_noise_rate_and_fscil_protocol():
 def test_bad_inputs(kw, match):
     with pytest.raises(ValueError, match=match):
         load_events_fscil(**kw)
+
+
+def test_regulation_on_event_frames_uses_per_channel_rates():
+    # E3's path: [B, T, 2, H, W] frames through the conv net; every sparsity-aware layer's rate
+    # is its spikes averaged over batch, time and space per channel, and one adapt step moves
+    # θ by exactly −A (rate − r̄_b)
+    from iclr26.safa_snn import SparsityAwareLIF, SpikingConvNet, set_phase
+
+    data = load_events_fscil(3, T=4, size=8, train_per_class=4, test_per_class=2, seed=1)
+    net = SpikingConvNet(2, img_size=8, T=4, widths=(4,), feat_dim=8, mask_seed=0).eval()
+    lif = next(m for m in net.modules() if isinstance(m, SparsityAwareLIF))
+    spikes = []
+    lif.register_forward_hook(lambda m, i, o: spikes.append(o.detach()))
+    set_phase(net, "record")
+    net.features(data.x_train)
+    base = spikes[-1].mean(dim=(0, 1, 3, 4))
+    torch.testing.assert_close(lif.base_rate, base)
+    theta0 = lif.threshold.detach().clone()
+    set_phase(net, "adapt")
+    net.features(data.x_test[:1])
+    rate = spikes[-1].mean(dim=(0, 1, 3, 4))
+    torch.testing.assert_close(lif.threshold.detach(), theta0 - lif.coefficients() * (rate - base))
+    assert not torch.equal(rate, base)

@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         ],
         "zo": ["zo_gradient"],
         "models": [
-            "ConvBNLIF", "SpikingBasicBlock", "SpikingConvNet", "SpikingMLP", "SpikingResNet20",
+            "ConvBNLIF", "ReLUNeuron", "SpikingBasicBlock", "SpikingConvNet", "SpikingMLP", "SpikingResNet20",
             "SpikingVGG9", "direct_encode",
         ],
         "prototypes": ["CosineClassifier", "class_means", "subspace_project", "teen_calibrate"],

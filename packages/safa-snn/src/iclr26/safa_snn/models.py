@@ -18,6 +18,7 @@ from iclr26.safa_snn.neurons import LIF, SparsityAwareLIF
 
 __all__ = [
     "ConvBNLIF",
+    "ReLUNeuron",
     "SpikingBasicBlock",
     "SpikingConvNet",
     "SpikingMLP",
@@ -27,15 +28,35 @@ __all__ = [
     "make_neuron",
 ]
 
-NEURONS = ("sparsity_aware", "lif")
+NEURONS = ("sparsity_aware", "lif", "relu")
 
 
-def make_neuron(kind: str, channels: int, **kw) -> LIF:
-    """A :class:`SparsityAwareLIF` (``"sparsity_aware"``) or a plain :class:`LIF` (``"lif"``)."""
+class ReLUNeuron(nn.Module):
+    """ReLU in place of the spiking neuron: the backbones built with ``neuron="relu"`` (and
+    ``T=1``) are their ANN twins, same layers and widths, one pass, analogue activations."""
+
+    def __init__(self, num_channels: int) -> None:
+        super().__init__()
+        self.num_channels = _pos(num_channels, "num_channels")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(x)
+
+    def extra_repr(self) -> str:
+        return str(self.num_channels)
+
+
+def make_neuron(kind: str, channels: int, **kw) -> nn.Module:
+    """A :class:`SparsityAwareLIF` (``"sparsity_aware"``), a plain :class:`LIF` (``"lif"``) or
+    a :class:`ReLUNeuron` (``"relu"``, the ANN twin; it takes no neuron arguments)."""
     if kind == "sparsity_aware":
         return SparsityAwareLIF(channels, **kw)
     if kind == "lif":
         return LIF(channels, **kw)
+    if kind == "relu":
+        if kw:
+            raise TypeError(f"neuron='relu' takes no neuron arguments, got {sorted(kw)}")
+        return ReLUNeuron(channels)
     raise ValueError(f"neuron must be one of {NEURONS}, got {kind!r}")
 
 
@@ -103,7 +124,8 @@ class SpikingMLP(_Spiking):
         feat_dim: D, the size of the (non-spiking) feature layer.
         T: time steps for direct encoding (official default 4).
         num_classes: rows of the training head.
-        neuron: ``"sparsity_aware"`` (SAFA) or ``"lif"``; ``neuron_kw`` go to the neurons.
+        neuron: ``"sparsity_aware"`` (SAFA), ``"lif"`` or ``"relu"`` (the ANN twin, with
+            ``T=1``); ``neuron_kw`` go to the neurons.
     """
 
     def __init__(
@@ -113,7 +135,7 @@ class SpikingMLP(_Spiking):
         feat_dim: int = 128,
         T: int = 4,
         num_classes: int = 10,
-        neuron: Literal["sparsity_aware", "lif"] = "sparsity_aware",
+        neuron: Literal["sparsity_aware", "lif", "relu"] = "sparsity_aware",
         **neuron_kw,
     ) -> None:
         super().__init__()
@@ -138,7 +160,7 @@ class SpikingMLP(_Spiking):
             raise ValueError(f"x must have {self.in_features} features, got {x.shape[-1]}")
         h = direct_encode(x, self.T) if x.ndim == 2 else x
         for layer in self.layers:
-            h = layer(h) if isinstance(layer, LIF | nn.Linear) else _bt(layer, h)
+            h = layer(h) if isinstance(layer, LIF | ReLUNeuron | nn.Linear) else _bt(layer, h)
         return self.fc(h)
 
 
@@ -156,7 +178,7 @@ class SpikingConvNet(_Spiking):
         widths: tuple[int, ...] = (32, 64),
         feat_dim: int = 128,
         num_classes: int = 10,
-        neuron: Literal["sparsity_aware", "lif"] = "sparsity_aware",
+        neuron: Literal["sparsity_aware", "lif", "relu"] = "sparsity_aware",
         **neuron_kw,
     ) -> None:
         super().__init__()
@@ -246,7 +268,7 @@ class SpikingVGG9(_Spiking):
         num_classes: int = 100,
         *,
         width: float = 1.0,
-        neuron: Literal["sparsity_aware", "lif"] = "sparsity_aware",
+        neuron: Literal["sparsity_aware", "lif", "relu"] = "sparsity_aware",
         **neuron_kw,
     ) -> None:
         super().__init__()
@@ -326,7 +348,7 @@ class SpikingResNet20(_Spiking):
         *,
         widths: tuple[int, int, int] = (16, 32, 64),
         blocks: int = 3,
-        neuron: Literal["sparsity_aware", "lif"] = "sparsity_aware",
+        neuron: Literal["sparsity_aware", "lif", "relu"] = "sparsity_aware",
         **neuron_kw,
     ) -> None:
         super().__init__()

@@ -194,57 +194,68 @@ def compiled_lif_steps(backend: str = "inductor") -> tuple[Callable, Callable]:
 class _FusedLIF(torch.autograd.Function):
     """Multi-step LIF over x ``[B, T, ...]`` with threshold ``theta`` broadcastable to x[:, 0].
 
-    ``kernels`` is None (the in-place eager loops below) or a (forward, backward) pair of
-    compiled :func:`lif_forward_steps` / :func:`lif_backward_steps`.
+    ``kernels`` is None (the eager loops below) or a (forward, backward) pair of compiled
+    :func:`lif_forward_steps` / :func:`lif_backward_steps`.
+
+    The eager loops run one or two tensor ops per time step and allocate nothing inside the
+    loop. Forward: ``u_t = addcmul(x_t, u_{t−1}, k_{t−1}, τ)`` (``τ u_{t−1} k_{t−1} + x_t``:
+    the reset membrane is ``u k``) and ``k_t = 1[u_t ≤ θ]`` written in place; the spikes are
+    ``1 − k`` in one pass. Only ``u`` (pre-reset membranes) and ``k`` are saved. Backward: with
+    ``a_t = dL/du_t`` the BPTT is the linear recurrence ``a_t = A_t + K_t a_{t+1}``, where
+    ``A_t = σ'_t g_t`` (σ' the surrogate factor, g the incoming gradient) and
+    ``K_t = τ (k_t − σ'_t u_t)`` (``τ k_t`` with a detached reset) are computed for all steps at
+    once; the loop is one in-place ``addcmul`` per step. ``dL/dθ = −Σ_t (a_t − τ k_t a_{t+1})``
+    is reduced after the loop, and only when θ needs a gradient.
     """
 
     @staticmethod
     def forward(ctx, x, theta, tau, cfg, detach_reset, kernels=None):  # type: ignore[override]
-        if kernels is not None:
-            spikes, pre = kernels[0](x, theta, tau)
-        else:
-            T = x.shape[1]
-            spikes = torch.empty_like(x)
-            pre = torch.empty_like(x)  # u_t before the reset
-            mem = torch.zeros_like(x[:, 0])
-            for t in range(T):
-                mem.mul_(tau).add_(x[:, t])
-                pre[:, t] = mem
-                fired = mem > theta
-                spikes[:, t] = fired
-                mem.masked_fill_(fired, 0.0)
-        ctx.save_for_backward(pre, spikes, theta)
+        if kernels is None and torch.compiler.is_compiling():
+            # dynamo refuses ``out=`` views; the pure loops trace into one graph instead
+            kernels = (lif_forward_steps, lif_backward_steps)
         ctx.tau, ctx.cfg, ctx.detach_reset, ctx.kernels = tau, cfg, detach_reset, kernels
         ctx.theta_needs_grad = theta.requires_grad
-        return spikes
+        if kernels is not None:
+            spikes, pre = kernels[0](x, theta, tau)
+            ctx.save_for_backward(pre, spikes, theta)
+            return spikes
+        T = x.shape[1]
+        pre = torch.empty_like(x, memory_format=torch.contiguous_format)  # u_t before the reset
+        keep = torch.empty_like(pre)  # k_t = 1 − s_t
+        pre[:, 0] = x[:, 0]
+        torch.le(pre[:, 0], theta, out=keep[:, 0])
+        for t in range(1, T):
+            # τ (u k) + x: the product u k is exact (k ∈ {0, 1}), so u_t rounds as τ m + x does
+            torch.addcmul(x[:, t], pre[:, t - 1], keep[:, t - 1], value=tau, out=pre[:, t])
+            torch.le(pre[:, t], theta, out=keep[:, t])
+        ctx.save_for_backward(pre, keep, theta)
+        return torch.rsub(keep, 1.0)
 
     @staticmethod
     def backward(ctx, grad_s):  # type: ignore[override]
-        pre, spikes, theta = ctx.saved_tensors
+        pre, saved, theta = ctx.saved_tensors
         method, delta, n_samples, generator = ctx.cfg
         tau, detach_reset = ctx.tau, ctx.detach_reset
         sg = surrogate_factors(pre, theta, method, delta, n_samples, generator)
         if ctx.kernels is not None:
             grad_x, grad_theta = ctx.kernels[1](
-                grad_s.contiguous(), sg, spikes, pre, tau, detach_reset
+                grad_s.contiguous(), sg, saved, pre, tau, detach_reset
             )
+            grad_theta = grad_theta if ctx.theta_needs_grad else None
         else:
-            T = pre.shape[1]
-            grad_x = torch.empty_like(pre)
-            grad_theta = torch.zeros_like(pre[:, 0])
-            carry = torch.zeros_like(pre[:, 0])
-            for t in range(T - 1, -1, -1):
-                gs = grad_s[:, t] if detach_reset else grad_s[:, t] - carry * pre[:, t]
-                gsv = sg[:, t].mul_(gs)
-                carry.masked_fill_(spikes[:, t].bool(), 0.0).add_(gsv)
-                grad_x[:, t] = carry
-                grad_theta -= gsv
-                carry.mul_(tau)
-        if ctx.theta_needs_grad:
+            keep = saved
+            # K_t = τ k_t (detached reset) or τ (k_t − σ'_t u_t)
+            K = keep * tau if detach_reset else torch.mul(sg, pre).neg_().add_(keep).mul_(tau)
+            grad_x = sg.mul_(grad_s)  # A_t, overwritten by a_t from the last step back
+            for t in range(pre.shape[1] - 2, -1, -1):
+                grad_x[:, t].addcmul_(grad_x[:, t + 1], K[:, t])
+            grad_theta = None
+            if ctx.theta_needs_grad:  # Σ_t σ'_t (g_t − u_t c_t) = Σ_t (a_t − τ k_t a_{t+1})
+                grad_theta = grad_x.sum(1) - tau * (keep[:, :-1] * grad_x[:, 1:]).sum(1)
+                grad_theta = grad_theta.neg_()
+        if grad_theta is not None:
             dims = [i for i in range(grad_theta.ndim) if theta.shape[i] == 1]
             grad_theta = grad_theta.sum(dim=dims, keepdim=True).reshape(theta.shape)
-        else:
-            grad_theta = None
         return grad_x, grad_theta, None, None, None, None
 
 
