@@ -31,6 +31,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "pretrain": ["mdlm_loss", "pretrain_denoiser"],
         "trainer": ["ESTIMATORS", "MaskGRPOConfig", "MaskGRPOTrainer", "build_estimator_inputs"],
         "data": ["load_pretrained", "pretrained_path"],
+        "lora": ["TINY_LORA_TARGETS", "is_adapter_policy", "lora_policy"],
     },
 )  # fmt: skip
 __all__ += ["__version__"]
