@@ -50,30 +50,70 @@ def _batch():
     return seqs, TASK.score(seqs[:, :5], seqs[:, 5:]).double()
 
 
-def _two_process_worker(out_dir):
-    from accelerate import Accelerator
+_WORKER = """
+import sys
 
+import torch
+from accelerate import Accelerator, notebook_launcher
+
+from iclr26.maskgrpo import MaskGRPOConfig, MaskGRPOTrainer, Sort8, TinyMaskedDenoiser
+
+TASK = Sort8(n_digits=4)
+
+
+def model():
+    torch.manual_seed(0)
+    return TinyMaskedDenoiser(TASK.mask_id + 1, 9, d_model=16, n_layers=1, n_heads=2)
+
+
+def worker(out_dir):
+    torch.set_num_threads(1)
     acc = Accelerator(cpu=True)
-    tr = MaskGRPOTrainer(_model(), TASK, _config(beta=0.04), accelerator=acc)
-    seqs, rewards = _batch()
+    config = MaskGRPOConfig(
+        num_generations=4, num_iterations=2, learning_rate=1e-3, seed=0, beta=0.04
+    )
+    policy = model()
+    sgd = torch.optim.SGD(policy.parameters(), lr=0.5)
+    tr = MaskGRPOTrainer(policy, TASK, config, optimizer=sgd, accelerator=acc)
+    batch = torch.load(f"{out_dir}/batch.pt", weights_only=True)
     rows = slice(8 * acc.process_index, 8 * (acc.process_index + 1))  # two whole groups each
-    rec = tr.update(seqs[rows], rewards[rows])
+    rec = tr.update(batch["seqs"][rows], batch["rewards"][rows])
     if acc.is_main_process:
         torch.save({"state": tr.policy.state_dict(), "rec": rec}, f"{out_dir}/two.pt")
     acc.wait_for_everyone()
 
 
+if __name__ == "__main__":
+    notebook_launcher(worker, (sys.argv[1],), num_processes=2, use_port=sys.argv[2])
+"""
+
+
 @pytest.mark.slow
 def test_two_cpu_processes_take_the_single_process_update(tmp_path):
-    from accelerate import notebook_launcher
+    import socket
+    import subprocess
+    import sys
 
-    notebook_launcher(_two_process_worker, (str(tmp_path),), num_processes=2)
+    seqs, rewards = _batch()
+    torch.save({"seqs": seqs, "rewards": rewards}, tmp_path / "batch.pt")
+    (tmp_path / "worker.py").write_text(_WORKER)
+    with socket.socket() as sock:  # a free port for the gloo rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    subprocess.run(
+        [sys.executable, str(tmp_path / "worker.py"), str(tmp_path), port],
+        check=True, timeout=600, capture_output=True,
+    )  # fmt: skip
     two = torch.load(tmp_path / "two.pt", weights_only=True)
-    one = MaskGRPOTrainer(_model(), TASK, _config(beta=0.04))
-    rec = one.update(*_batch())
+    # SGD: Adam would turn rounding-level differences of zero gradients (the key bias) into
+    # full-size steps; with SGD the parameters differ only as much as the gradients do
+    policy = _model()
+    sgd = torch.optim.SGD(policy.parameters(), lr=0.5)
+    one = MaskGRPOTrainer(policy, TASK, _config(beta=0.04), optimizer=sgd)
+    rec = one.update(seqs, rewards)
     for k, v in one.policy.state_dict().items():
         torch.testing.assert_close(two["state"][k], v, rtol=1e-5, atol=1e-6)
     for k in ("reward", "zero_std_frac", "masked_frac", "clip_frac", "kl", "loss"):
         assert two["rec"][k] == pytest.approx(rec[k], rel=1e-5, abs=1e-7), k
-    moved = max(float((v - _model().state_dict()[k]).abs().max()) for k, v in two["state"].items())
-    assert moved > 1e-4  # the update did something
+    start = _model().state_dict()
+    assert max(float((v - start[k]).abs().max()) for k, v in two["state"].items()) > 1e-4
