@@ -125,6 +125,16 @@ CASES = {
         ValueError,
         "loss_agg",
     ),
+    "check_loss_inputs binary mask": (
+        lambda: mg.check_loss_inputs(LP, LP, ADV, MASK.double() * 0.5, binary_mask=True),
+        ValueError,
+        "mask must be 0/1",
+    ),
+    "check_loss_inputs NaN old_logps": (
+        lambda: mg.check_loss_inputs(LP, LP * float("nan"), ADV, MASK),
+        ValueError,
+        "old_logps must be finite",
+    ),
     "gmpo_surrogate old": (
         lambda: mg.gmpo_surrogate(LP, LP[:2], ADV, MASK),
         ValueError,

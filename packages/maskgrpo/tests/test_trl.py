@@ -73,26 +73,59 @@ def test_text_round_trip_and_reward_func():
     assert task_reward_func(add)([decode_ids(p[0])], [decode_ids(add.solutions(p)[0])]) == [1.0]
 
 
+Z, ONE, A2 = torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2)
+
+
 @pytest.mark.parametrize(
-    ("call", "exc"),
+    ("call", "exc", "match"),
     [
-        (lambda: decode_ids([12]), ValueError),
-        (lambda: decode_ids(torch.tensor([1.0])), TypeError),
-        (lambda: encode_text("12a"), ValueError),
-        (lambda: encode_text(12), TypeError),
-        (lambda: task_reward_func("sort8"), TypeError),
-        (lambda: task_reward_func(Sort8())(["1|"], ["1"]), ValueError),
-        (lambda: task_reward_func(Sort8())(["12345678|"], ["12345678", "1"]), ValueError),
-        (lambda: task_reward_func(Sort8())("12345678|", "12345678"), TypeError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), ValueError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.full((2, 3), 0.5)), ValueError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), beta=0.1), ValueError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), epsilon=0), ValueError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), loss_agg="x"), ValueError),
-        (lambda: trl_grpo_loss(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3)), TypeError),
-        (lambda: trl_grpo_loss(torch.full((2, 3), float("nan")), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3)), ValueError),
+        (lambda: decode_ids([12]), ValueError, "not a digit"),
+        (lambda: decode_ids(torch.tensor([1.0])), TypeError, "ids"),
+        (lambda: encode_text("12a"), ValueError, "characters"),
+        (lambda: encode_text(12), TypeError, "text"),
+        (lambda: task_reward_func("sort8"), TypeError, "task"),
+        (lambda: task_reward_func(Sort8())(["1|"], ["1"]), ValueError, "prompt"),
+        (lambda: task_reward_func(Sort8())(["12345678|"], ["12345678", "1"]), ValueError, "differ in length"),
+        (lambda: task_reward_func(Sort8())("12345678|", "12345678"), TypeError, "lists of strings"),
+        # the loss checks are clipped_surrogate's (one validation, the same messages)
+        (lambda: trl_grpo_loss(Z, Z, torch.zeros(3), ONE), ValueError, r"advantages must be a tensor of shape \(2,\)"),
+        (lambda: trl_grpo_loss(Z, Z, A2, torch.full((2, 3), 0.5)), ValueError, "mask must be 0/1"),
+        (lambda: trl_grpo_loss(Z, Z, A2, ONE, beta=0.1), ValueError, "ref_logps is required when beta > 0"),
+        (lambda: trl_grpo_loss(Z, Z, A2, ONE, beta=0.1, ref_logps=Z[:1]), ValueError, "ref_logps must be a tensor shaped like logps"),
+        (lambda: trl_grpo_loss(Z, Z, A2, ONE, epsilon=0), ValueError, "epsilon"),
+        (lambda: trl_grpo_loss(Z, Z, A2, ONE, loss_agg="x"), ValueError, "loss_agg"),
+        (lambda: trl_grpo_loss(Z.long(), Z, A2, ONE), TypeError, "logps must be a floating-point"),
+        (lambda: trl_grpo_loss(Z, Z[:, :2], A2, ONE), ValueError, "old_logps must be a tensor shaped like logps"),
+        (lambda: trl_grpo_loss(torch.full((2, 3), float("nan")), Z, A2, ONE), ValueError, "logps must be finite"),
     ],
 )  # fmt: skip
-def test_bad_inputs(call, exc):
-    with pytest.raises(exc):
+def test_bad_inputs(call, exc, match):
+    with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"advantages": torch.zeros(3)},
+        {"mask": torch.ones(2, 2)},
+        {"beta": 0.1},
+        {"beta": 0.1, "ref_logps": torch.zeros(1, 3)},
+        {"epsilon": -1.0},
+        {"loss_agg": "sum"},
+        {"logps": torch.zeros(2, 3, dtype=torch.long)},
+        {"old_logps": torch.zeros(2, 2)},
+        {"logps": torch.tensor([[0.0, float("inf"), 0.0]] * 2)},
+        {"advantages": torch.tensor([0.0, float("nan")])},
+    ],
+)
+def test_trl_loss_and_clipped_surrogate_reject_alike(kwargs):
+    """One validation: the same bad input gets the same error and message from both losses."""
+    args = {"logps": Z, "old_logps": Z, "advantages": A2, "mask": ONE, **kwargs}
+    errors = []
+    for fn in (clipped_surrogate, trl_grpo_loss):
+        a = dict(args)
+        with pytest.raises((TypeError, ValueError)) as info:
+            fn(a.pop("logps"), a.pop("old_logps"), a.pop("advantages"), a.pop("mask"), **a)
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1]

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from iclr26.shared import check_choice, check_range
 
-__all__ = ["clipped_surrogate", "gmpo_surrogate", "k3_kl"]
+__all__ = [
+    "AGGREGATIONS",
+    "LossInputs",
+    "check_loss_inputs",
+    "clipped_surrogate",
+    "gmpo_surrogate",
+    "k3_kl",
+]
 
+#: loss aggregations: one mean over every credited token, or a mean per sequence first.
 AGGREGATIONS = ("token_mean", "seq_mean")
 
 
@@ -28,26 +38,76 @@ def _check_pair(logps: torch.Tensor, other: torch.Tensor, name: str) -> None:
         )
 
 
-def _check_common(logps, old_logps, advantages, mask) -> torch.Tensor:
-    _check_pair(logps, old_logps, "old_logps")
+class LossInputs(NamedTuple):
+    """Validated settings of a GRPO loss call (see :func:`check_loss_inputs`)."""
+
+    weights: torch.Tensor
+    epsilon_low: float
+    epsilon_high: float
+    beta: float
+
+
+def check_loss_inputs(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    ref_logps: torch.Tensor | None = None,
+    beta: float = 0.0,
+    loss_agg: str = "token_mean",
+    binary_mask: bool = False,
+) -> LossInputs:
+    """The one input validation of every GRPO loss of the package (ours and TRL's parity run).
+
+    Checks: ``logps`` a (B, L) floating tensor; ``old_logps`` (and ``ref_logps`` when
+    ``beta > 0``, where it is required) tensors shaped like it; all three finite; ``advantages``
+    a finite (B,) tensor; ``mask`` (B, L) of finite non-negative weights (0/1 only with
+    ``binary_mask``); ``epsilon`` > 0, ``epsilon_high`` > 0 or ``None`` (= ``epsilon``),
+    ``beta`` >= 0, ``loss_agg`` one of :data:`AGGREGATIONS`. Raises ``TypeError``/``ValueError``
+    naming the argument.
+
+    Returns:
+        :class:`LossInputs`: the mask as weights in ``logps``'s dtype, the clip range and β.
+    """
+    if not isinstance(logps, torch.Tensor) or not logps.is_floating_point():
+        raise TypeError("logps must be a floating-point torch.Tensor")
     if logps.ndim != 2:
         raise ValueError(f"logps must be (batch, completion_length), got {tuple(logps.shape)}")
+    _check_pair(logps, old_logps, "old_logps")
     if not isinstance(advantages, torch.Tensor) or advantages.shape != logps.shape[:1]:
         raise ValueError(
             f"advantages must be a tensor of shape ({logps.shape[0]},), got "
             f"{tuple(getattr(advantages, 'shape', ()))}"
         )
-    if not torch.isfinite(advantages).all():
-        raise ValueError("advantages must be finite")
     if not isinstance(mask, torch.Tensor) or mask.shape != logps.shape:
         raise ValueError(
             f"mask must be a bool or weight tensor shaped like logps {tuple(logps.shape)}, got "
             f"{tuple(getattr(mask, 'shape', ()))}"
         )
+    eps_lo = check_range(epsilon, "epsilon", low=0.0, low_inclusive=False)
+    eps_hi = eps_lo if epsilon_high is None else check_range(
+        epsilon_high, "epsilon_high", low=0.0, low_inclusive=False
+    )  # fmt: skip
+    beta = check_range(beta, "beta", low=0.0)
+    check_choice(loss_agg, "loss_agg", AGGREGATIONS)
+    if beta > 0:
+        if ref_logps is None:
+            raise ValueError("ref_logps is required when beta > 0")
+        _check_pair(logps, ref_logps, "ref_logps")
+    for name, t in (("logps", logps), ("old_logps", old_logps), ("advantages", advantages)):
+        if not torch.isfinite(t.detach()).all():
+            raise ValueError(f"{name} must be finite (no NaN or inf)")
+    if beta > 0 and not torch.isfinite(ref_logps.detach()).all():
+        raise ValueError("ref_logps must be finite (no NaN or inf)")
     w = mask.to(logps.dtype)
     if not torch.isfinite(w).all() or (w < 0).any():
         raise ValueError("mask weights must be finite and non-negative")
-    return w
+    if binary_mask and not ((w == 0) | (w == 1)).all():
+        raise ValueError("mask must be 0/1 here (TRL's completion_mask is binary)")
+    return LossInputs(w, float(eps_lo), float(eps_hi), float(beta))
 
 
 def _aggregate(per_token: torch.Tensor, w: torch.Tensor, loss_agg: str) -> torch.Tensor:
@@ -89,21 +149,16 @@ def clipped_surrogate(
         ``(loss, stats)``: scalar loss and floats ``clip_frac`` (credited tokens whose ratio is
         clipped on the side that binds), ``kl`` (credited mean), ``ratio_mean``.
     """
-    w = _check_common(logps, old_logps, advantages, mask)
-    eps_lo = check_range(epsilon, "epsilon", low=0.0, low_inclusive=False)
-    eps_hi = eps_lo if epsilon_high is None else check_range(
-        epsilon_high, "epsilon_high", low=0.0, low_inclusive=False
+    w, eps_lo, eps_hi, beta = check_loss_inputs(
+        logps, old_logps, advantages, mask, epsilon=epsilon, epsilon_high=epsilon_high,
+        ref_logps=ref_logps, beta=beta, loss_agg=loss_agg,
     )  # fmt: skip
-    check_range(beta, "beta", low=0.0)
-    check_choice(loss_agg, "loss_agg", AGGREGATIONS)
     ratio = torch.exp(logps - old_logps.detach())
     a = advantages.to(logps.dtype)[:, None]
     surr = torch.minimum(ratio * a, torch.clamp(ratio, 1.0 - eps_lo, 1.0 + eps_hi) * a)
     per_token = -surr
     kl = None
     if beta > 0:
-        if ref_logps is None:
-            raise ValueError("ref_logps is required when beta > 0")
         kl = k3_kl(logps, ref_logps.detach())
         per_token = per_token + beta * kl
     loss = _aggregate(per_token, w, loss_agg)
@@ -135,9 +190,9 @@ def gmpo_surrogate(
     credited tokens, and J = −mean_i [A_i exp(mean_k Δ'_ik)] + β·(token-mean k3 KL).
     Arguments and returns as :func:`clipped_surrogate`.
     """
-    w = _check_common(logps, old_logps, advantages, mask)
-    eps = check_range(epsilon, "epsilon", low=0.0, low_inclusive=False)
-    check_range(beta, "beta", low=0.0)
+    w, eps, _, beta = check_loss_inputs(
+        logps, old_logps, advantages, mask, epsilon=epsilon, ref_logps=ref_logps, beta=beta
+    )
     a = advantages.to(logps.dtype)
     s = torch.sign(a)[:, None]
     delta = logps - old_logps.detach()
@@ -149,8 +204,6 @@ def gmpo_surrogate(
     loss = -(seq_obj[has].mean() if has.any() else seq_obj.sum() * 0.0)
     kl = None
     if beta > 0:
-        if ref_logps is None:
-            raise ValueError("ref_logps is required when beta > 0")
         kl = k3_kl(logps, ref_logps.detach())
         loss = loss + beta * _aggregate(kl, w, "token_mean")
     with torch.no_grad():

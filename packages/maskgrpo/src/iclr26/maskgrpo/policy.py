@@ -59,11 +59,17 @@ def policy_logits(policy: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+_PLAIN_LINEAR = (nn.Linear, nn.modules.linear.NonDynamicallyQuantizableLinear)
+
+
 class TinyMaskedDenoiser(nn.Module):
     """A small bidirectional transformer denoiser (LLaDA-style, no time embedding).
 
     Pre-LN ``nn.TransformerEncoder`` with learned positions and an untied output head; used for
-    the toy tasks (``tiny``: d = 64, 2 layers, ~0.1 M parameters).
+    the toy tasks (``tiny``: d = 64, 2 layers, ~0.1 M parameters). Adapters (peft LoRA through
+    :func:`~iclr26.maskgrpo.lora.lora_policy`) on ``self_attn``, ``linear1``, ``linear2``,
+    ``head`` or ``tok`` are honoured in every mode (the fused inference kernel is used only while
+    the layers are plain torch modules).
 
     Args:
         vocab_size: number of token ids, the mask token included.
@@ -131,7 +137,36 @@ class TinyMaskedDenoiser(nn.Module):
         ):
             raise ValueError(f"input_ids must lie in [0, {self.config['vocab_size']})")
         h = self.tok(input_ids) + self.pos[: input_ids.shape[1]]
-        return self.head(self.norm(self.encoder(h)))
+        if self._native_layers():
+            # torch's fused encoder-layer kernel (eval, no grad) or its plain path (training)
+            return self.head(self.norm(self.encoder(h)))
+        # Adapters (peft LoRA) replaced some sub-modules: torch's fused fast path reads the
+        # layers' weights directly and would silently skip them, so the layer is composed of
+        # module calls here (the same pre-LN computation as nn.TransformerEncoderLayer).
+        for layer in self.encoder.layers:
+            a = layer.norm1(h)
+            h = h + layer.self_attn(a, a, a, need_weights=False)[0]
+            h = h + layer.linear2(layer.activation(layer.linear1(layer.norm2(h))))
+        return self.head(self.norm(h))
+
+    def _native_layers(self) -> bool:
+        native = True
+        for layer in self.encoder.layers:
+            attn = layer.self_attn
+            if type(attn) is nn.MultiheadAttention and type(attn.out_proj) not in _PLAIN_LINEAR:
+                raise ValueError(
+                    "an adapter wraps self_attn.out_proj alone, but nn.MultiheadAttention never "
+                    "calls out_proj's forward (it reads its weight), so the adapter would be "
+                    "ignored: target 'self_attn' (in and out projections) instead"
+                )
+            native = native and (
+                type(attn) is nn.MultiheadAttention
+                and type(layer.linear1) in _PLAIN_LINEAR
+                and type(layer.linear2) in _PLAIN_LINEAR
+                and type(layer.norm1) is nn.LayerNorm
+                and type(layer.norm2) is nn.LayerNorm
+            )
+        return native
 
 
 def save_denoiser(model: TinyMaskedDenoiser, path: str | os.PathLike[str]) -> Path:

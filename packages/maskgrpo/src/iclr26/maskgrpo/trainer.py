@@ -183,8 +183,20 @@ class MaskGRPOTrainer:
             place.
         task: a :class:`~iclr26.maskgrpo.Task` (prompts and verifiable reward).
         config: :class:`MaskGRPOConfig`.
-        ref_policy: the KL reference (default: a frozen copy of ``policy`` at construction).
-        optimizer: default AdamW from ``config``.
+        ref_policy: the KL reference (default: a frozen copy of ``policy`` at construction;
+            for a peft policy, see :func:`~iclr26.maskgrpo.lora.lora_policy`, the base with the
+            adapters disabled, as in the paper, without a second copy).
+        optimizer: default AdamW from ``config`` over the parameters that require grad (only
+            the adapters of a LoRA policy).
+        accelerator: an ``accelerate.Accelerator`` (extra ``[accelerate]``) for data-parallel
+            training: the policy and optimizer go through ``accelerator.prepare``; each process
+            samples and scores its share of every step's prompts (``prompts_per_step`` divisible
+            by the number of processes); rollouts and rewards are gathered so that the masks,
+            advantages and metrics are those of the global batch; each process back-propagates
+            its share of the loss scaled so that the averaged gradient is the global batch's
+            (token-mean or sequence-mean over every credited token of all processes); only the
+            main process writes logs and checkpoints. With one process the run is identical to
+            one without an accelerator.
     """
 
     def __init__(
@@ -195,7 +207,10 @@ class MaskGRPOTrainer:
         *,
         ref_policy: nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
+        accelerator: Any | None = None,
     ) -> None:
+        from iclr26.maskgrpo.lora import is_adapter_policy
+
         if not isinstance(policy, nn.Module):
             raise TypeError(f"policy must be a torch.nn.Module, got {type(policy).__name__}")
         if not isinstance(task, Task):
@@ -221,15 +236,51 @@ class MaskGRPOTrainer:
                 f"prompt_len + completion_len = {task.prompt_len + task.completion_len} exceeds "
                 f"the model's context max_len={max_len}"
             )
+        if accelerator is not None and not all(
+            hasattr(accelerator, a) for a in ("prepare", "backward", "gather", "num_processes")
+        ):
+            raise TypeError(
+                f"accelerator must be an accelerate.Accelerator, got {type(accelerator).__name__}"
+            )
         self.policy, self.task, self.config = policy, task, config
-        self.ref_policy = copy.deepcopy(policy) if ref_policy is None else ref_policy
-        self.ref_policy.requires_grad_(False).eval()
+        self.accelerator = accelerator
+        #: the reference is the adapter-disabled base (no copy) for a peft policy
+        self.adapter_reference = ref_policy is None and is_adapter_policy(policy)
+        if self.adapter_reference and config.ref_sync_steps:
+            raise ValueError(
+                "ref_sync_steps needs a separate reference model; a peft policy's reference is "
+                "its base with the adapters disabled (pass ref_policy= to sync a copy)"
+            )
+        if self.adapter_reference:
+            self.ref_policy = None
+        else:
+            self.ref_policy = copy.deepcopy(policy) if ref_policy is None else ref_policy
+            self.ref_policy.requires_grad_(False).eval()
+        trainable = [q for q in policy.parameters() if q.requires_grad]
+        if optimizer is None and not trainable:
+            raise ValueError("policy has no parameter that requires grad")
         self.optimizer = optimizer or torch.optim.AdamW(
-            policy.parameters(), lr=config.learning_rate, betas=(0.9, config.adam_beta2),
+            trainable, lr=config.learning_rate, betas=(0.9, config.adam_beta2),
             weight_decay=config.weight_decay,
         )  # fmt: skip
         self.step_count = 0
-        self.device = next(policy.parameters()).device
+        if accelerator is None:
+            self.num_processes, self.process_index = 1, 0
+            self.model = policy  # the module the differentiable passes run through
+            self.device = next(policy.parameters()).device
+        else:
+            self.num_processes = int(accelerator.num_processes)
+            self.process_index = int(accelerator.process_index)
+            if self.num_processes > 1 and config.clip_mode != "grpo":
+                raise ValueError(
+                    "clip_mode='gmpo' is single-process only (its sequence and token means "
+                    "cannot be split over processes exactly)"
+                )
+            self.model, self.optimizer = accelerator.prepare(policy, self.optimizer)
+            self.policy = accelerator.unwrap_model(self.model)
+            self.device = accelerator.device
+            if self.ref_policy is not None:
+                self.ref_policy.to(self.device)
 
     # --- one step -------------------------------------------------------------------------
     def _prompt_seed(self, step: int) -> int:
@@ -240,9 +291,8 @@ class MaskGRPOTrainer:
         cfg, task = self.config, self.task
         step = self.step_count if step is None else step
         reps = prompts.to(self.device).repeat_interleave(cfg.num_generations, 0)
-        g = torch.Generator().manual_seed(
-            int(np.random.SeedSequence([cfg.seed, step, 2]).generate_state(1)[0])
-        )
+        entropy = [cfg.seed, step, 2] + ([self.process_index] if self.num_processes > 1 else [])
+        g = torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
         self.policy.eval()
         return _sample(self.policy, reps, task, cfg, g)
 
@@ -262,6 +312,9 @@ class MaskGRPOTrainer:
     def step(self, prompts: torch.Tensor) -> dict[str, float]:
         """One GRPO step on ``prompts`` (P, prompt_len): rollouts, rewards, M inner updates.
 
+        With an accelerator, ``prompts`` is the global batch (the same on every process; P
+        divisible by the number of processes) and each process rolls out its contiguous share.
+
         Returns the step's metrics: ``reward``, ``reward_std``, ``zero_std_frac``, ``clip_frac``,
         ``kl``, ``loss``, ``masked_frac``, ``rollout_s``, ``update_s``, ``step_s``.
         """
@@ -272,6 +325,13 @@ class MaskGRPOTrainer:
             raise ValueError(
                 f"prompts must be (num_prompts >= 1, {task.prompt_len}), got {tuple(prompts.shape)}"
             )
+        if prompts.shape[0] % self.num_processes:
+            raise ValueError(
+                f"prompts has {prompts.shape[0]} rows, not divisible by the "
+                f"{self.num_processes} processes"
+            )
+        share = prompts.shape[0] // self.num_processes
+        prompts = prompts[self.process_index * share : (self.process_index + 1) * share]
         t0 = time.perf_counter()
         seqs = self.rollout(prompts, self.step_count)
         p = task.prompt_len
@@ -285,7 +345,8 @@ class MaskGRPOTrainer:
         """The M inner policy updates of one step on given rollouts (advances ``step_count``).
 
         Args:
-            seqs: (P·G, prompt_len + L) long rollouts, groups of G contiguous.
+            seqs: (P·G, prompt_len + L) long rollouts, groups of G contiguous (with an
+                accelerator: this process's share, whole groups).
             rewards: (P·G,) rewards.
         """
         cfg, task = self.config, self.task
@@ -298,10 +359,19 @@ class MaskGRPOTrainer:
             )
         step, m, p = self.step_count, cfg.num_iterations, task.prompt_len
         rewards = torch.as_tensor(rewards).double().cpu()
+        if rewards.shape != (seqs.shape[0],):
+            raise ValueError(
+                f"rewards has shape {tuple(rewards.shape)} for {seqs.shape[0]} rollouts"
+            )
+        local_n = seqs.shape[0]
+        if self.num_processes > 1:
+            # the masks, advantages and metrics are those of the global batch (rank order);
+            # this process back-propagates its own rows
+            seqs = self.accelerator.gather(seqs.to(self.device))
+            rewards = self.accelerator.gather(rewards.to(self.device)).cpu()
+        rows = slice(self.process_index * local_n, (self.process_index + 1) * local_n)
         adv = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)
-        if adv.shape[0] != seqs.shape[0]:
-            raise ValueError(f"rewards has {adv.shape[0]} entries for {seqs.shape[0]} rollouts")
-        adv = adv.float().to(self.device)
+        adv = adv.float().to(self.device)[rows]
         groups = rewards.view(-1, cfg.num_generations)
 
         # inputs of every iteration; the old and reference passes are batched over the M masks
@@ -312,29 +382,32 @@ class MaskGRPOTrainer:
             old_in if cfg.fixed_mask_seeds
             else [build_estimator_inputs(seqs, p, task.mask_id, cfg, step, mu, 1) for mu in range(m)]
         )  # fmt: skip
-        all_targets = seqs.repeat(m, 1)
-        n = seqs.shape[0]
+        masks_global = torch.stack([mk for _, mk in cur_in])
+        if not cfg.fixed_mask_seeds:
+            masks_global = masks_global & torch.stack([mk for _, mk in old_in])
+        stacked_global = masks_global.float().sum(0)
+        if self.num_processes > 1:
+            old_in = [(x[rows], mk[rows]) for x, mk in old_in]
+            cur_in = [(x[rows], mk[rows]) for x, mk in cur_in]
+        local_seqs = seqs[rows]
+        masks, stacked = masks_global[:, rows], stacked_global[rows]
+        all_targets = local_seqs.repeat(m, 1)
         with torch.no_grad():
             old_logps = None
             if m > 1:  # with M = 1 the old log-probs are the detached current ones
                 self.policy.eval()
                 all_old = torch.cat([x for x, _ in old_in])
-                old_logps = masked_token_logps(self.policy, all_old, all_targets, p).view(m, n, -1)
+                old_logps = masked_token_logps(self.policy, all_old, all_targets, p)
+                old_logps = old_logps.view(m, local_n, -1)
             ref_logps = None
             if cfg.beta > 0:
                 all_cur = torch.cat([x for x, _ in cur_in])
-                ref_logps = masked_token_logps(self.ref_policy, all_cur, all_targets, p).view(
-                    m, n, -1
-                )
-        masks = torch.stack([mk for _, mk in cur_in])
-        if not cfg.fixed_mask_seeds:
-            masks = masks & torch.stack([mk for _, mk in old_in])
-        stacked = masks.float().sum(0)
+                ref_logps = self.reference_logps(all_cur, all_targets).view(m, local_n, -1)
 
-        stats = {"clip_frac": 0.0, "kl": 0.0, "loss": 0.0}
-        self.policy.train()
+        stats = torch.zeros(3, dtype=torch.float64)  # clip_frac, kl, loss (means over M)
+        self.model.train()
         for mu in range(m):
-            logps = masked_token_logps(self.policy, cur_in[mu][0], seqs, p)
+            logps = masked_token_logps(self.model, cur_in[mu][0], local_seqs, p)
             old = logps.detach() if old_logps is None else old_logps[mu]
             ref = None if ref_logps is None else ref_logps[mu]
             w = masks[mu] if cfg.credit == "masked" else stacked
@@ -347,13 +420,23 @@ class MaskGRPOTrainer:
                 loss, st = gmpo_surrogate(
                     logps, old, adv, w, epsilon=cfg.epsilon, ref_logps=ref, beta=cfg.beta
                 )
+            share = 1.0
+            if self.num_processes > 1:
+                w_all = masks_global[mu] if cfg.credit == "masked" else stacked_global
+                share = _credit_share(w, w_all, cfg.loss_agg) * self.num_processes
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            if self.accelerator is None:
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            else:  # DDP averages the processes' gradients: each carries its share of the mean
+                self.accelerator.backward(loss * share if share != 1.0 else loss)
+                self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
-            stats["clip_frac"] += st["clip_frac"] / m
-            stats["kl"] += st["kl"] / m
-            stats["loss"] += float(loss.detach()) / m
+            stats += torch.tensor([st["clip_frac"], st["kl"], float(loss.detach())]) * (
+                share / self.num_processes / m
+            )
+        if self.num_processes > 1:
+            stats = self.accelerator.reduce(stats.to(self.device), "sum").cpu()
         self.policy.eval()
         self.step_count += 1
         if cfg.ref_sync_steps and self.step_count % cfg.ref_sync_steps == 0:
@@ -363,9 +446,28 @@ class MaskGRPOTrainer:
             "reward": float(rewards.mean()),
             "reward_std": float(groups.std(1).mean()),
             "zero_std_frac": float((groups.amax(1) == groups.amin(1)).double().mean()),
-            "masked_frac": float(masks.float().mean()),
-            **stats,
+            "masked_frac": float(masks_global.float().mean()),
+            "clip_frac": float(stats[0]),
+            "kl": float(stats[1]),
+            "loss": float(stats[2]),
         }
+
+    @torch.no_grad()
+    def reference_logps(self, noised: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """l_ref(k) on ``noised`` (B, P + L) for every completion position: (B, L).
+
+        The reference is ``ref_policy``, or, for a peft policy without one, the policy with its
+        adapters disabled (spec §2.5).
+        """
+        p = self.task.prompt_len
+        if self.ref_policy is not None:
+            return masked_token_logps(self.ref_policy, noised, targets, p)
+        was_training = self.policy.training
+        self.policy.eval()
+        with self.policy.disable_adapter():
+            out = masked_token_logps(self.policy, noised, targets, p)
+        self.policy.train(was_training)
+        return out
 
     # --- evaluation, training loop, checkpoints ------------------------------------------------
     @torch.no_grad()
@@ -427,14 +529,15 @@ class MaskGRPOTrainer:
             if eval_prompts is None or not eval_every:
                 raise ValueError("stop_at_reward needs eval_prompts and eval_every > 0")
         history: list[dict[str, Any]] = []
-        if log_path is not None:
+        main = self.process_index == 0
+        if log_path is not None and main:
             _trim_log(Path(log_path), self.step_count)
-        appender = JsonlAppender(log_path) if log_path is not None else None
+        appender = JsonlAppender(log_path) if log_path is not None and main else None
         try:
             bar = progress_bar(
                 total=max(num_steps - self.step_count, 0),
                 desc=f"MaskGRPO {self.task.name}",
-                enabled=progress,
+                enabled=progress and main,
             )
             with bar:
                 while self.step_count < num_steps:
@@ -470,13 +573,18 @@ class MaskGRPOTrainer:
         return history
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> Path:
-        """Save policy, reference, optimizer, step count and config (atomic replace)."""
+        """Save policy, reference, optimizer, step count and config (atomic replace; with an
+        accelerator, the main process writes after every process has arrived)."""
         path = Path(path)
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
+            if not self.accelerator.is_main_process:
+                return path
         tmp = path.with_name(path.name + ".tmp")
         torch.save(
             {
                 "policy": self.policy.state_dict(),
-                "ref_policy": self.ref_policy.state_dict(),
+                "ref_policy": None if self.ref_policy is None else self.ref_policy.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
                 "step": self.step_count,
                 "config": dataclasses.asdict(self.config),
@@ -502,7 +610,8 @@ class MaskGRPOTrainer:
         if state.get("config") != dataclasses.asdict(self.config):
             raise ValueError(f"checkpoint {path} was written with a different config")
         self.policy.load_state_dict(state["policy"])
-        self.ref_policy.load_state_dict(state["ref_policy"])
+        if self.ref_policy is not None:
+            self.ref_policy.load_state_dict(state["ref_policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count = int(state["step"])
         return self.step_count
@@ -521,6 +630,16 @@ def _sample(
         policy, reps, task.completion_len, task.mask_id, steps=cfg.sampling_steps or 12,
         temperature=cfg.temperature, generator=g,
     )  # fmt: skip
+
+
+def _credit_share(w: torch.Tensor, w_all: torch.Tensor, loss_agg: str) -> float:
+    """This process's fraction of the global normaliser: credited tokens (token mean) or
+    sequences with a credited token (sequence mean)."""
+    if loss_agg == "token_mean":
+        local, total = float(w.sum()), float(w_all.sum())
+    else:
+        local, total = float((w.sum(1) > 0).sum()), float((w_all.sum(1) > 0).sum())
+    return local / total if total > 0 else 0.0
 
 
 def _trim_log(path: Path, next_step: int) -> None:

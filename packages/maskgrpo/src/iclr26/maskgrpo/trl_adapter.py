@@ -27,9 +27,8 @@ from typing import Any
 
 import torch
 
-from iclr26.maskgrpo.loss import AGGREGATIONS
+from iclr26.maskgrpo.loss import check_loss_inputs
 from iclr26.maskgrpo.tasks import PLUS, SEP, Task
-from iclr26.shared import check_choice, check_range
 
 __all__ = ["decode_ids", "encode_text", "task_reward_func", "trl_grpo_loss"]
 
@@ -145,32 +144,15 @@ def trl_grpo_loss(
     called with a single-process stand-in for the trainer state that carries exactly the
     settings ``GRPOTrainer.__init__`` derives from ``GRPOConfig`` (token-level importance
     sampling, no entropy terms, no vLLM correction), and with ``logps`` in place of the model's
-    forward. Returns ``(loss, stats)``; ``stats`` holds TRL's logged ``clip_frac``
-    (``clip_ratio/region_mean``) and ``kl``.
+    forward. Inputs are validated by :func:`~iclr26.maskgrpo.loss.check_loss_inputs` (the
+    checks of ``clipped_surrogate``, plus a 0/1 mask). Returns ``(loss, stats)``; ``stats``
+    holds TRL's logged ``clip_frac`` (``clip_ratio/region_mean``) and ``kl``.
     """
-    trl = _trl()
-    for name, t in (("logps", logps), ("old_logps", old_logps)):
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.ndim != 2:
-            raise TypeError(f"{name} must be a (batch, completion_length) float tensor")
-    if old_logps.shape != logps.shape:
-        raise ValueError(f"old_logps must be shaped like logps {tuple(logps.shape)}")
-    if not isinstance(advantages, torch.Tensor) or advantages.shape != logps.shape[:1]:
-        raise ValueError(f"advantages must be a tensor of shape ({logps.shape[0]},)")
-    if not isinstance(mask, torch.Tensor) or mask.shape != logps.shape:
-        raise ValueError(f"mask must be shaped like logps {tuple(logps.shape)}")
-    if not ((mask == 0) | (mask == 1)).all():
-        raise ValueError("mask must be 0/1 (TRL's completion_mask is binary)")
-    for name, t in (("logps", logps), ("old_logps", old_logps), ("advantages", advantages)):
-        if not torch.isfinite(t).all():
-            raise ValueError(f"{name} must be finite")
-    eps_lo = check_range(epsilon, "epsilon", low=0.0, low_inclusive=False)
-    eps_hi = eps_lo if epsilon_high is None else check_range(
-        epsilon_high, "epsilon_high", low=0.0, low_inclusive=False
+    w, eps_lo, eps_hi, beta = check_loss_inputs(
+        logps, old_logps, advantages, mask, epsilon=epsilon, epsilon_high=epsilon_high,
+        ref_logps=ref_logps, beta=beta, loss_agg=loss_agg, binary_mask=True,
     )  # fmt: skip
-    check_range(beta, "beta", low=0.0)
-    check_choice(loss_agg, "loss_agg", AGGREGATIONS)
-    if beta > 0 and (not isinstance(ref_logps, torch.Tensor) or ref_logps.shape != logps.shape):
-        raise ValueError("ref_logps shaped like logps is required when beta > 0")
+    trl = _trl()
 
     class _OneProcess:  # accelerate's collectives in a single process are identities
         num_processes = 1
@@ -202,10 +184,10 @@ def trl_grpo_loss(
         "prompt_ids": torch.zeros(b, 0, dtype=torch.long),
         "prompt_mask": torch.zeros(b, 0, dtype=torch.long),
         "completion_ids": torch.zeros(b, length, dtype=torch.long),
-        "completion_mask": mask.to(logps.dtype),
+        "completion_mask": w,
         "advantages": advantages.to(logps.dtype),
         "old_per_token_logps": old_logps.detach(),
-        "num_items_in_batch": mask.sum(),
+        "num_items_in_batch": w.sum(),
     }
     if beta > 0:
         inputs["ref_per_token_logps"] = ref_logps.detach()
