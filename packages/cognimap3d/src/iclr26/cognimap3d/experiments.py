@@ -580,7 +580,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         if have_pypose and n <= PYPOSE_MAX_NODES:
             import torch
 
-            # one torch thread: on 2 shared cores it ran this graph 2.3× faster than two
+            # thread count set explicitly (the conventions ask it): one, as the numpy LM
             threads = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
