@@ -114,9 +114,12 @@ def test_pruned_icp_equals_full_search_icp(rng):
     want = _icp_full_search(src, dst, T0, 40, 0.1)
     assert 0.3 < res.fitness < 0.9  # a real partial overlap
     np.testing.assert_allclose(res.T, want, atol=1e-10)
-    # the same tree passed in, and single-threaded searches, give the same answer
+    # the same tree passed in, and searches on one thread or split over three, give the same
+    # answer (the first searches are large enough to be split)
+    assert len(src) >= 1024
     tree = kdtree(dst)
     np.testing.assert_allclose(icp(src, tree, T0, 40, 0.1, workers=1).T, want, atol=1e-10)
+    np.testing.assert_allclose(icp(src, tree, T0, 40, 0.1, workers=3).T, want, atol=1e-10)
 
 
 def test_observed_flow_does_not_depend_on_call_history(rng):

@@ -34,7 +34,16 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "motion": ["MotionCueConfig", "MotionCueDetector", "single_threshold_mask"],
         "pipeline": ["CogniMap3D", "CogniMap3DConfig", "VisitResult"],
         "priors": ["NoisyOraclePrior", "PriorProvider", "Priors"],
-        "se3": ["exp_se3", "exp_so3", "invert", "log_se3", "log_so3", "umeyama"],
+        "se3": [
+            "adjoint_se3",
+            "exp_se3",
+            "exp_so3",
+            "invert",
+            "jr_inv_se3",
+            "log_se3",
+            "log_so3",
+            "umeyama",
+        ],
     },
 )
 __all__ += ["__version__"]

@@ -13,11 +13,13 @@ import numpy as np
 from iclr26.shared.validation import check_array
 
 __all__ = [
+    "adjoint_se3",
     "check_poses",
     "exp_se3",
     "exp_so3",
     "hat",
     "invert",
+    "jr_inv_se3",
     "log_se3",
     "log_so3",
     "umeyama",
@@ -119,6 +121,63 @@ def log_se3(T: np.ndarray) -> np.ndarray:
     Vinv = np.eye(3) - 0.5 * k + d[..., None, None] * (k @ k)
     v = (Vinv @ T[..., :3, 3][..., None])[..., 0]
     return np.concatenate([w, v], axis=-1)
+
+
+def adjoint_se3(T: np.ndarray) -> np.ndarray:
+    """Adjoint matrices ``Ad_T`` ``(..., 6, 6)`` of rigid transforms ``(..., 4, 4)`` for twists
+    ordered (ω, v): ``T·Exp(ξ)·T⁻¹ = Exp(Ad_T ξ)``, ``Ad_T = [[R, 0], [[t]×R, R]]``."""
+    check_array(T, "T")
+    T = np.asarray(T, dtype=float)
+    if T.shape[-2:] != (4, 4):
+        raise ValueError(f"T must have shape (..., 4, 4), got {T.shape}")
+    R, t = T[..., :3, :3], T[..., :3, 3]
+    out = np.zeros((*T.shape[:-2], 6, 6))
+    out[..., :3, :3] = R
+    out[..., 3:, 3:] = R
+    out[..., 3:, :3] = hat(t) @ R
+    return out
+
+
+def jr_inv_se3(xi: np.ndarray) -> np.ndarray:
+    """Inverse right Jacobians ``(..., 6, 6)`` of SE(3) at twists ``(..., 6)`` ordered (ω, v):
+    ``Log(Exp(ξ)·Exp(δ)) = ξ + J_r⁻¹(ξ) δ + O(δ²)`` (gtsam's ``Pose3::LogmapDerivative``).
+
+    Closed form (Barfoot, *State Estimation for Robotics*, §7.1.5, with ``J_r(ξ) = J_l(−ξ)``):
+    ``J_r⁻¹ = [[J⁻¹, 0], [−J⁻¹ Q J⁻¹, J⁻¹]]`` with the SO(3) inverse right Jacobian
+    ``J⁻¹ = I + ½W + (1 − (θ/2)cot(θ/2))/θ² W²`` (``W = [ω]×``, ``θ = |ω|``) and
+    ``Q = −½V + a(WV + VW − WVW) − b(W²V + VW² − 3WVW) + c(WVW² + W²VW)`` (``V = [v]×``,
+    ``a = (θ − sin θ)/θ³``, ``b = (θ² + 2cos θ − 2)/(2θ⁴)``,
+    ``c = (2θ − 3 sin θ + θ cos θ)/(2θ⁵)``; Taylor series for small θ). Valid for θ < 2π.
+    """
+    check_array(xi, "xi")
+    xi = np.asarray(xi, dtype=float)
+    if xi.shape[-1] != 6:
+        raise ValueError(f"xi must have shape (..., 6), got {xi.shape}")
+    W, V = hat(xi[..., :3]), hat(xi[..., 3:])
+    th = np.linalg.norm(xi[..., :3], axis=-1)
+    t2 = th * th
+    small = th < 2e-2
+    ts = np.where(small, 1.0, th)
+    sin, cos = np.sin(ts), np.cos(ts)
+    d = np.where(small, 1 / 12 + t2 / 720, (1 - 0.5 * ts / np.tan(0.5 * ts)) / ts**2)
+    a = np.where(small, 1 / 6 - t2 / 120, (ts - sin) / ts**3)
+    b = np.where(small, 1 / 24 - t2 / 720, (ts * ts + 2 * cos - 2) / (2 * ts**4))
+    c = np.where(small, 1 / 120 - t2 / 2520, (2 * ts - 3 * sin + ts * cos) / (2 * ts**5))
+    W2 = W @ W
+    WV, VW = W @ V, V @ W
+    WVW = WV @ W
+    Q = (
+        -0.5 * V
+        + a[..., None, None] * (WV + VW - WVW)
+        - b[..., None, None] * (W2 @ V + VW @ W - 3 * WVW)
+        + c[..., None, None] * (WVW @ W + W @ WVW)
+    )
+    Ji = np.eye(3) + 0.5 * W + d[..., None, None] * W2
+    out = np.zeros((*xi.shape[:-1], 6, 6))
+    out[..., :3, :3] = Ji
+    out[..., 3:, 3:] = Ji
+    out[..., 3:, :3] = -Ji @ Q @ Ji
+    return out
 
 
 def invert(T: np.ndarray) -> np.ndarray:
