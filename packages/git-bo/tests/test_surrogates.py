@@ -172,3 +172,20 @@ def test_tabpfn_gradients_match_finite_differences(no_network):
     sur = TabPFNSurrogate(os.environ["GITBO_TABPFN_CKPT"])
     sur.condition(X, y)
     _fd_check(sur, Xq, 1e-2, 5e-2, 5e-3)
+
+
+def test_tabpfn_adapter_with_a_checkpoint_never_opens_a_socket(tmp_path, monkeypatch, no_network):
+    # a file that passes the checkpoint check: construction and conditioning stay offline (without
+    # the `tabpfn` package conditioning is a clear MissingDependencyError; with it, junk weights
+    # fail to load, offline); the refusal above would surface as an AssertionError
+    import os
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    ckpt = tmp_path / "tabpfn-v2-regressor.ckpt"
+    torch.save({"state_dict": {}}, ckpt)
+    sur = TabPFNSurrogate(ckpt)
+    X, y, _ = _data()
+    with pytest.raises(Exception) as info:  # noqa: PT011 - any error but the socket's
+        sur.condition(X, y)
+    assert not isinstance(info.value, AssertionError), info.value
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
