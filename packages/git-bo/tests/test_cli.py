@@ -69,9 +69,11 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     assert main(["reproduce", "--quick", "--out", str(existing)]) == 2  # before any work
     assert main(["optimize", "--problem", "rover", "--dim", "9", "--budget", "5"]) == 2
     assert main(["optimize", "--problem", "lasso-simple", "--dim", "50", "--budget", "5"]) == 2
+    assert main(["optimize", "--problem", "svm-digits", "--dim", "60", "--budget", "5"]) == 2
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("iclr26-git-bo: error")]
-    assert len(lines) == 8
+    assert len(lines) == 9
+    assert "svm-digits has D = 66" in err
     assert "lasso-simple has D = 60" in err
     assert "rover needs an even D" in err
     assert "Traceback" not in err
@@ -134,7 +136,9 @@ def test_train_pfn_continues_a_checkpoint(tmp_path):
     first, second = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     base = ["--steps", "2", "--batch", "2", "--n-points", "16", "--no-progress"]
     assert main(["train-pfn", "--out", str(first), "--max-dim", "8", *base]) == 0
-    assert main(["train-pfn", "--out", str(second), "--init", str(first), "--seed", "1", *base]) == 0
+    assert (
+        main(["train-pfn", "--out", str(second), "--init", str(first), "--seed", "1", *base]) == 0
+    )
     import torch
 
     from iclr26.git_bo import load_pfn

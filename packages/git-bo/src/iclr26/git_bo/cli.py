@@ -39,11 +39,11 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                       help="a Python function 'package.module:function' taking a (D,) NumPy array "
                       "and returning a number (minimised unless --maximize); the current folder "
                       "is importable")  # fmt: skip
-    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO),
+    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits"),
                       help="an embedded test problem on [0, 1]^D, the rover trajectory "
                       "problem (D = 2 x control points), or a LassoBench synthetic weighted-Lasso "
-                      "problem (its own D: 60, 100, 300, 1000; --dim optional), instead of "
-                      "--objective")  # fmt: skip
+                      "problem (its own D: 60, 100, 300, 1000; --dim optional), or SVM hyperparameter "
+                      "tuning on scikit-learn's digits (D = 66), instead of --objective")  # fmt: skip
     parser.add_argument(
         "--dim", type=int_arg(low=1), help="dimension D (with --lower/--upper or --problem)"
     )
@@ -106,6 +106,13 @@ def _optimize_setup(parser: argparse.ArgumentParser):
             from iclr26.git_bo.problems import LassoSynthetic
 
             f = LassoSynthetic(bench)  # LassoBench's data seed (42); --seed seeds the optimiser
+            bounds = f.bounds
+        elif args.problem == "svm-digits":
+            if args.dim is not None and args.dim != 66:
+                raise ValueError(f"--dim {args.dim}: svm-digits has D = 66")
+            from iclr26.git_bo.problems import SVMDigits
+
+            f = SVMDigits(seed=args.seed)
             bounds = f.bounds
         elif args.problem is not None:
             if args.dim is None:

@@ -19,7 +19,15 @@ import torch
 
 from iclr26.shared import check_choice, check_int, check_range
 
-__all__ = ["FUNCTIONS", "LASSO_BENCHES", "Embedded", "LassoSynthetic", "Rover", "load_objective"]
+__all__ = [
+    "FUNCTIONS",
+    "LASSO_BENCHES",
+    "Embedded",
+    "LassoSynthetic",
+    "Rover",
+    "SVMDigits",
+    "load_objective",
+]
 
 #: name -> (BoTorch class name, half-width k of the usual domain, minimiser coordinate z*)
 FUNCTIONS: dict[str, tuple[str, float, float]] = {
@@ -208,7 +216,9 @@ class LassoSynthetic:
     values agree with LassoBench's up to solver tolerance, not bit for bit.
 
     Args:
-        bench: one of :data:`LASSO_BENCHES` (``synt_simple``: d = 60, ..., ``synt_hard``: d = 1000).
+        bench: one of :data:`LASSO_BENCHES` (``synt_simple``: d = 60, ..., ``synt_hard``:
+            d = 1000; LassoBench's ``synt_simple3``, ``synt_medium5``, ``synt_high15``,
+            ``synt_hard50``, which LassoBench's later releases call ``synt_simple`` ... ``synt_hard``).
         noise: the noisy variant (snr 3 instead of 10).
         tol: coordinate-descent tolerance (LassoBench: 1e-4).
         seed: draws the data, the test split and the folds (LassoBench uses 42).
@@ -289,6 +299,56 @@ class LassoSynthetic:
         w = self.fit(self.X_train, self.y_train, self.alphas(x))
         oracle = np.mean((self.X_test @ self.w_true - self.y_test) ** 2)
         return float(np.mean((self.X_test @ w - self.y_test) ** 2) / oracle)
+
+
+class SVMDigits:
+    """Hyperparameter tuning of a scikit-learn RBF support-vector classifier on the digits data
+    shipped with scikit-learn (1,797 8x8 images, 64 features), to be minimised.
+
+    In the spirit of the SVM problem of the high-dimensional BO literature (an SVM with a
+    relevance weight per feature plus its regularisation and kernel width; the paper's SVM uses
+    a dataset that cannot be downloaded here): ``x ∈ [0, 1]^66``, ``x[:64]`` scale the 64 pixel
+    features (``x_j = 0`` removes feature ``j``), ``log10 C = -2 + 5 x[64]`` (``C`` in
+    ``[0.01, 1000]``) and ``log10 γ = -4 + 4 x[65]`` on pixels scaled to ``[0, 1]``. The value is
+    the validation error rate of ``SVC(C, gamma)`` trained on a fixed stratified split (1,000
+    training images, the other 797 for validation).
+
+    Args:
+        seed: draws the train/validation split.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        check_int(seed, "seed", low=0, high=2**32 - 1)
+        X, y = load_digits(return_X_y=True)
+        X = X / 16.0
+        self.X_train, self.X_val, self.y_train, self.y_val = train_test_split(
+            X, y, train_size=1000, stratify=y, random_state=seed
+        )
+        self.dim = X.shape[1] + 2
+        self.bounds = np.stack([np.zeros(self.dim), np.ones(self.dim)])
+        self.optimal_value = None  # unknown; 0 would be a perfect validation score
+        self.name = f"svm-digits-D{self.dim}"
+
+    def hyperparameters(self, x: Any) -> tuple[np.ndarray, float, float]:
+        """``(feature weights (64,), C, gamma)`` encoded by ``x``."""
+        xa = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xa.shape[0] != self.dim:
+            raise ValueError(f"x must have {self.dim} entries, got {xa.shape[0]}")
+        if not np.isfinite(xa).all():
+            raise ValueError("x must be finite")
+        xa = np.clip(xa, 0.0, 1.0)
+        return xa[:-2], 10.0 ** (-2.0 + 5.0 * xa[-2]), 10.0 ** (-4.0 + 4.0 * xa[-1])
+
+    def __call__(self, x: Any) -> float:
+        """Validation error rate of the SVC with the hyperparameters ``x``."""
+        from sklearn.svm import SVC
+
+        w, C, gamma = self.hyperparameters(x)
+        model = SVC(C=C, gamma=gamma).fit(self.X_train * w, self.y_train)
+        return float(np.mean(model.predict(self.X_val * w) != self.y_val))
 
 
 def load_objective(spec: str) -> Callable[[np.ndarray], float]:
