@@ -68,9 +68,13 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     existing.write_text("x")
     assert main(["reproduce", "--quick", "--out", str(existing)]) == 2  # before any work
     assert main(["optimize", "--problem", "rover", "--dim", "9", "--budget", "5"]) == 2
+    assert main(["optimize", "--problem", "lasso-simple", "--dim", "50", "--budget", "5"]) == 2
+    assert main(["optimize", "--problem", "svm-digits", "--dim", "60", "--budget", "5"]) == 2
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("iclr26-git-bo: error")]
-    assert len(lines) == 7
+    assert len(lines) == 9
+    assert "svm-digits has D = 66" in err
+    assert "lasso-simple has D = 60" in err
     assert "rover needs an even D" in err
     assert "Traceback" not in err
 
@@ -114,3 +118,34 @@ def test_optimize_rover(tmp_path, capsys):
     best = json.loads(res.read_text())
     assert best["n_evals"] == 8
     assert len(best["best_x"]) == 8
+
+
+def test_optimize_lasso_synthetic(tmp_path):
+    res = tmp_path / "best.json"
+    args = ["optimize", "--problem", "lasso-simple", "--surrogate", "pfn", "--n-init", "4",
+            "--n-candidates", "100", "--budget", "6", "--result", str(res), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    best = json.loads(res.read_text())
+    assert best["n_evals"] == 6
+    assert best["surrogate"] == "pfn"
+    assert len(best["best_x"]) == 60
+    assert all(-1 <= v <= 1 for v in best["best_x"])
+
+
+def test_train_pfn_continues_a_checkpoint(tmp_path):
+    first, second = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    base = ["--steps", "2", "--batch", "2", "--n-points", "16", "--no-progress"]
+    assert main(["train-pfn", "--out", str(first), "--max-dim", "8", *base]) == 0
+    assert (
+        main(["train-pfn", "--out", str(second), "--init", str(first), "--seed", "1", *base]) == 0
+    )
+    import torch
+
+    from iclr26.git_bo import load_pfn
+
+    a, b = load_pfn(first), load_pfn(second)
+    assert b.max_dim == 8  # the sizes of --init are kept
+    assert not torch.equal(a.head.weight, b.head.weight)  # and it was trained further
+    with pytest.raises(SystemExit) as info:  # refused at parse time
+        main(["train-pfn", "--out", str(second), "--init", str(tmp_path / "no")])
+    assert info.value.code == 2

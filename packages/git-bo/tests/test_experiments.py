@@ -22,11 +22,21 @@ def test_run_method_regret_curves_are_monotone_and_labelled():
 
 
 def test_iteration_times_rows():
-    rows = iteration_times((6, 12), 10, 100, ["gi-rff-best", "gi-pfn-best"], repeats=1)
+    raw = {}
+    rows = iteration_times((6, 12), 10, 100, ["gi-rff-best", "gi-pfn-best"], repeats=3, raw=raw)
     assert [(r["D"], r["method"]) for r in rows] == [
         (6, "gi-rff-best"), (6, "gi-pfn-best"), (12, "gi-rff-best"), (12, "gi-pfn-best")
     ]  # fmt: skip
-    assert all(r["median s"] > 0 for r in rows)
+    assert all(0 < r["min s"] <= r["median s"] <= r["max s"] for r in rows)
+    # one time per interleaved round, and the summary is of those rounds
+    assert sorted(raw) == [(6, "gi-pfn-best"), (6, "gi-rff-best"), (12, "gi-pfn-best"),
+                           (12, "gi-rff-best")]  # fmt: skip
+    for r in rows:
+        secs = raw[(r["D"], r["method"])]
+        assert len(secs) == 3
+        assert r["median s"] == pytest.approx(float(np.median(secs)))
+    with pytest.raises(ValueError, match="repeats"):
+        iteration_times((6,), 10, 100, ["gi-rff-best"], repeats=0)
 
 
 def test_iteration_times_of_the_ask_tell_peers():

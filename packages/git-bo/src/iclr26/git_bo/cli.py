@@ -28,6 +28,9 @@ __all__ = ["main"]
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.*", category=FutureWarning)
 
 _FUNCTIONS = ("ackley", "rosenbrock", "levy", "styblinski-tang", "rover")
+# LassoBench's synthetic problems (the dimension is the benchmark's: 60, 100, 300, 1000)
+_LASSO = {"lasso-simple": ("synt_simple", 60), "lasso-medium": ("synt_medium", 100),
+          "lasso-high": ("synt_high", 300), "lasso-hard": ("synt_hard", 1000)}  # fmt: skip
 
 
 def _optimize_setup(parser: argparse.ArgumentParser):
@@ -36,9 +39,11 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                       help="a Python function 'package.module:function' taking a (D,) NumPy array "
                       "and returning a number (minimised unless --maximize); the current folder "
                       "is importable")  # fmt: skip
-    what.add_argument("--problem", choices=_FUNCTIONS,
-                      help="an embedded test problem on [0, 1]^D, or the rover trajectory "
-                      "problem (D = 2 x control points), instead of --objective")  # fmt: skip
+    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits"),
+                      help="an embedded test problem on [0, 1]^D, the rover trajectory "
+                      "problem (D = 2 x control points), or a LassoBench synthetic weighted-Lasso "
+                      "problem (its own D: 60, 100, 300, 1000; --dim optional), or SVM hyperparameter "
+                      "tuning on scikit-learn's digits (D = 66), instead of --objective")  # fmt: skip
     parser.add_argument(
         "--dim", type=int_arg(low=1), help="dimension D (with --lower/--upper or --problem)"
     )
@@ -94,7 +99,22 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                              "is downloaded)")  # fmt: skip
         import numpy as np
 
-        if args.problem is not None:
+        if args.problem in _LASSO:
+            bench, d = _LASSO[args.problem]
+            if args.dim is not None and args.dim != d:
+                raise ValueError(f"--dim {args.dim}: {args.problem} has D = {d}")
+            from iclr26.git_bo.problems import LassoSynthetic
+
+            f = LassoSynthetic(bench)  # LassoBench's data seed (42); --seed seeds the optimiser
+            bounds = f.bounds
+        elif args.problem == "svm-digits":
+            if args.dim is not None and args.dim != 66:
+                raise ValueError(f"--dim {args.dim}: svm-digits has D = 66")
+            from iclr26.git_bo.problems import SVMDigits
+
+            f = SVMDigits(seed=args.seed)
+            bounds = f.bounds
+        elif args.problem is not None:
             if args.dim is None:
                 raise ValueError("--problem needs --dim")
             if args.problem == "rover":
@@ -166,20 +186,28 @@ def _train_setup(parser: argparse.ArgumentParser):
         "--lr", type=float_arg(0, None, low_open=True), default=1e-3, help="peak learning rate"
     )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--init", type=existing_file, default=None,
+                        help="continue training this PFN checkpoint (its sizes are kept; "
+                        "--max-dim is then ignored)")  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     def run(args: argparse.Namespace) -> int:
         prepare_output_file(args.out, "--out")
         import torch
 
-        from iclr26.git_bo.pfn import save_pfn, train_pfn
+        from iclr26.git_bo.pfn import load_pfn, save_pfn, train_pfn
 
         torch.set_num_threads(1)
+        init = None if args.init is None else load_pfn(args.init).train()
+        if init is not None:
+            for p in init.parameters():
+                p.requires_grad_(True)
         model = train_pfn(steps=args.steps, batch=args.batch, n_points=args.n_points,
-                          max_dim=args.max_dim, lr=args.lr, seed=args.seed,
+                          max_dim=args.max_dim, lr=args.lr, seed=args.seed, model=init,
                           progress_bar=not args.no_progress)  # fmt: skip
         save_pfn(model, args.out, steps=args.steps, batch=args.batch, n_points=args.n_points,
-                 seed=args.seed, recipe="iclr26-git-bo train-pfn")  # fmt: skip
+                 seed=args.seed, lr=args.lr, init=None if args.init is None else args.init.name,
+                 recipe="iclr26-git-bo train-pfn")  # fmt: skip
         print(f"wrote {args.out}")
         return 0
 

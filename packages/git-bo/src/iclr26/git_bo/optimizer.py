@@ -275,20 +275,24 @@ class GITBO:
             cand = sample_subspace(x0, U, M, scale=self.scale, generator=gen)
             diag["candidates"] = "subspace"
         t2 = time.perf_counter()
-        cand = cand.clone().requires_grad_(True)
+        # queries in the surrogate's working precision (float32 for the PFN: its gradients, H
+        # and the eigendecomposition then run in float32 too); the chosen points stay float64
+        query = cand.detach().to(getattr(self.surrogate, "dtype", torch.float64))
+        query.requires_grad_(True)
         with torch.enable_grad():
-            mean, var = self.surrogate.posterior(cand)
+            mean, var = self.surrogate.posterior(query)
             if not mean.requires_grad:
                 raise RuntimeError(
                     f"surrogate {self.surrogate.name!r} returned a mean that is not "
                     "differentiable in X; GIT-BO needs its input gradients"
                 )
-            (grads,) = torch.autograd.grad(mean.sum(), cand)
+            # one backward pass gives every candidate's gradient: μ(x_j) depends on x_j only
+            (grads,) = torch.autograd.grad(mean.sum(), query)
         mean, var = mean.detach().double(), var.detach().double()
         if not bool(torch.isfinite(grads).all()):
             warnings.warn("non-finite surrogate gradients replaced by 0", stacklevel=2)
             grads = torch.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
-        self._grads = grads.detach().double()
+        self._grads = grads.detach()
         t3 = time.perf_counter()
         scores = acquisition_values(self.acquisition, mean, var, best=float(y.max()),
                                     beta=self.beta, t=t, generator=gen)  # fmt: skip

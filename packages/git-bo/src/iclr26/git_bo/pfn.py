@@ -47,9 +47,26 @@ class _Layer(nn.Module):
         self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.ff = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
 
-    def forward(self, h: torch.Tensor, n_ctx: int) -> torch.Tensor:
-        ctx = h[:, :n_ctx]
-        a, _ = self.attn(h, ctx, ctx, need_weights=False)
+    def _split(self, h: torch.Tensor, which: int) -> torch.Tensor:
+        # one of the q/k/v input projections of ``attn``, as (B, heads, tokens, head_dim)
+        d, heads = self.attn.embed_dim, self.attn.num_heads
+        w = self.attn.in_proj_weight[which * d : (which + 1) * d]
+        b = self.attn.in_proj_bias[which * d : (which + 1) * d]
+        B, t, _ = h.shape
+        return nn.functional.linear(h, w, b).view(B, t, heads, d // heads).transpose(1, 2)
+
+    def keys_values(self, ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The attention keys and values of the context tokens ``(B, n, d)``."""
+        return self._split(ctx, 1), self._split(ctx, 2)
+
+    def step(self, h: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Tokens ``h (B, t, d)`` attend to the context's keys/values, then the feed-forward.
+
+        The same computation as ``nn.MultiheadAttention(h, ctx, ctx)`` (no dropout), written
+        out so that the context's keys and values can be computed once and reused."""
+        B, t, d = h.shape
+        a = nn.functional.scaled_dot_product_attention(self._split(h, 0), k, v)
+        a = self.attn.out_proj(a.transpose(1, 2).reshape(B, t, d))
         h = self.n1(h + a)
         return self.n2(h + self.ff(h))
 
@@ -107,15 +124,35 @@ class InContextPFN(nn.Module):
         feats = torch.cos(Xp @ self.proj + self.phase) * math.sqrt(2.0 / self.proj.shape[1])
         return self.x_enc(Xp) + self.k_enc(feats)
 
+    def context_cache(
+        self, x_ctx: torch.Tensor, y_ctx: torch.Tensor
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per-layer attention keys and values of the context ``x_ctx (B, n, D)``, ``y_ctx (B, n)``.
+
+        Context tokens attend only to the context, so they do not depend on the queries: this
+        is computed once per conditioning and reused for every query chunk
+        (:meth:`forward_cached`)."""
+        h = self._encode(x_ctx) + self.y_enc(y_ctx.unsqueeze(-1))
+        cache = []
+        for layer in self.layers:
+            k, v = layer.keys_values(h)
+            cache.append((k, v))
+            h = layer.step(h, k, v)
+        return cache
+
+    def forward_cached(
+        self, cache: list[tuple[torch.Tensor, torch.Tensor]], x_q: torch.Tensor
+    ) -> torch.Tensor:
+        """Bar logits ``(B, m, n_buckets)`` of queries ``x_q (B, m, D)`` given a context cache."""
+        h = self._encode(x_q)
+        for layer, (k, v) in zip(self.layers, cache, strict=True):
+            h = layer.step(h, k, v)
+        return self.head(h)
+
     def forward(self, x_ctx: torch.Tensor, y_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
         """Bar logits ``(B, m, n_buckets)`` for ``x_ctx (B, n, D)``, ``y_ctx (B, n)`` standardised,
         ``x_q (B, m, D)``."""
-        n = x_ctx.shape[1]
-        h_ctx = self._encode(x_ctx) + self.y_enc(y_ctx.unsqueeze(-1))
-        h = torch.cat([h_ctx, self._encode(x_q)], dim=1)
-        for layer in self.layers:
-            h = layer(h, n)
-        return self.head(h[:, n:])
+        return self.forward_cached(self.context_cache(x_ctx, y_ctx), x_q)
 
     def moments(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and variance of the bar distribution (piecewise-uniform within each bar)."""

@@ -10,6 +10,7 @@ value (so the centre is not a free lunch). Lower is better; the minimum is ``g(z
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,15 @@ import torch
 
 from iclr26.shared import check_choice, check_int, check_range
 
-__all__ = ["FUNCTIONS", "Embedded", "Rover", "load_objective"]
+__all__ = [
+    "FUNCTIONS",
+    "LASSO_BENCHES",
+    "Embedded",
+    "LassoSynthetic",
+    "Rover",
+    "SVMDigits",
+    "load_objective",
+]
 
 #: name -> (BoTorch class name, half-width k of the usual domain, minimiser coordinate z*)
 FUNCTIONS: dict[str, tuple[str, float, float]] = {
@@ -177,6 +186,169 @@ class Rover:
         cost = float(np.sum(seg * 0.5 * (rate[1:] + rate[:-1])))
         cost += 10.0 * float(np.abs(p[0] - self.start).sum() + np.abs(p[-1] - self.goal).sum())
         return cost - 5.0
+
+
+#: LassoBench's synthetic benchmarks: name -> (features = search dimension, samples, support size)
+LASSO_BENCHES: dict[str, tuple[int, int, int]] = {
+    "synt_simple": (60, 30, 3),
+    "synt_medium": (100, 50, 5),
+    "synt_high": (300, 150, 15),
+    "synt_hard": (1000, 500, 50),
+}
+
+
+class LassoSynthetic:
+    """LassoBench's synthetic weighted-Lasso hyperparameter problems (Šehić et al., AutoML 2022),
+    one of the paper's real problems, implemented from their definition; to be minimised.
+
+    Data: ``n`` samples of ``d`` AR(1)-correlated Gaussian features (``corr = 0.6``, celer's
+    ``make_correlated_data``), true coefficients ``w*`` with ``k`` non-zeros ``±1`` (alternating,
+    every ``d // k``-th feature), ``y = X w* + ε`` with ``‖ε‖ = ‖X w*‖ / snr`` (``snr = 10``, or 3
+    with ``noise=True``); 15 % held out as a test set, the rest split into 5 shuffled folds.
+
+    Search space ``x ∈ [-1, 1]^d``: one regularisation weight per feature,
+    ``log α_j = x_j (log α_max − log α_min) / 2 + (log α_max + log α_min) / 2`` with
+    ``α_max = ‖X_trᵀ y_tr‖_∞ / n_tr`` and ``α_min = α_max / 100``. Objective: the 5-fold
+    cross-validation MSE of the weighted Lasso ``min_w 1/(2m) ‖y − X w‖² + Σ_j α_j |w_j|``
+    (no intercept), divided by the oracle loss ``MSE(X_tr w*, y_tr)``; LassoBench's target is a
+    value near or below 1. The weighted Lasso is solved by scikit-learn's coordinate descent on
+    features rescaled by ``1 / α_j`` (the same minimiser), where LassoBench calls celer, so
+    values agree with LassoBench's up to solver tolerance, not bit for bit.
+
+    Args:
+        bench: one of :data:`LASSO_BENCHES` (``synt_simple``: d = 60, ..., ``synt_hard``:
+            d = 1000; LassoBench's ``synt_simple3``, ``synt_medium5``, ``synt_high15``,
+            ``synt_hard50``, which LassoBench's later releases call ``synt_simple`` ... ``synt_hard``).
+        noise: the noisy variant (snr 3 instead of 10).
+        tol: coordinate-descent tolerance (LassoBench: 1e-4).
+        seed: draws the data, the test split and the folds (LassoBench uses 42).
+    """
+
+    def __init__(self, bench: str = "synt_simple", *, noise: bool = False, tol: float = 1e-4,
+                 seed: int = 42) -> None:  # fmt: skip
+        from sklearn.model_selection import KFold, train_test_split
+
+        check_choice(bench, "bench", tuple(LASSO_BENCHES))
+        if not isinstance(noise, bool):
+            raise TypeError(f"noise must be a bool, got {type(noise).__name__}")
+        check_range(tol, "tol", low=0.0, low_inclusive=False)
+        check_int(seed, "seed", low=0, high=2**32 - 1)
+        d, n, k = LASSO_BENCHES[bench]
+        self.dim, self.tol = d, float(tol)
+        w = np.zeros(d)
+        w[:: d // k] = (-1.0) ** np.arange(k)
+        rng = np.random.RandomState(seed)
+        X = np.empty((n, d))
+        u = rng.randn(n)
+        X[:, 0] = u
+        for j in range(1, d):  # AR(1) columns: corr(X_i, X_j) = 0.6^|i - j|
+            u = 0.6 * u + math.sqrt(1 - 0.6**2) * rng.randn(n)
+            X[:, j] = u
+        y = X @ w
+        eps = rng.randn(n)
+        y = y + eps / np.linalg.norm(eps) * np.linalg.norm(y) / (3.0 if noise else 10.0)
+        self.w_true = w
+        self.X_train, self.X_test, self.y_train, self.y_test = train_test_split(
+            X, y, test_size=0.15, random_state=seed
+        )
+        self.folds = list(KFold(n_splits=5, shuffle=True, random_state=seed).split(self.X_train))
+        self.alpha_max = float(np.max(np.abs(self.X_train.T @ self.y_train)) / len(self.y_train))
+        self.log_alpha_min = math.log(self.alpha_max / 100.0)
+        self.log_alpha_max = math.log(self.alpha_max)
+        self.loss_oracle = float(np.mean((self.X_train @ w - self.y_train) ** 2))
+        self.bounds = np.stack([-np.ones(d), np.ones(d)])
+        self.optimal_value = None  # unknown; near 1 is good
+        self.name = f"lasso-{bench}" + ("-noisy" if noise else "")
+
+    def alphas(self, x: Any) -> np.ndarray:
+        """The per-feature regularisation ``α (d,)`` encoded by ``x ∈ [-1, 1]^d``."""
+        xa = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xa.shape[0] != self.dim:
+            raise ValueError(f"x must have {self.dim} entries, got {xa.shape[0]}")
+        if not np.isfinite(xa).all():
+            raise ValueError("x must be finite")
+        half = 0.5 * (self.log_alpha_max - self.log_alpha_min)
+        return np.exp(xa * half + 0.5 * (self.log_alpha_max + self.log_alpha_min))
+
+    def fit(self, X: np.ndarray, y: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        """Weighted-Lasso coefficients ``argmin_w 1/(2m) ‖y − X w‖² + Σ_j α_j |w_j|``."""
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.linear_model import Lasso
+
+        # substitute v_j = α_j w_j: a plain Lasso (α = 1) on the columns X_j / α_j
+        model = Lasso(alpha=1.0, fit_intercept=False, tol=self.tol, max_iter=10_000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X / alpha, y)
+        return model.coef_ / alpha
+
+    def __call__(self, x: Any) -> float:
+        """Cross-validation MSE of the weighted Lasso at ``x``, divided by the oracle loss."""
+        alpha = self.alphas(x)
+        losses = []
+        for tr, va in self.folds:
+            w = self.fit(self.X_train[tr], self.y_train[tr], alpha)
+            losses.append(np.mean((self.X_train[va] @ w - self.y_train[va]) ** 2))
+        return float(np.mean(losses)) / self.loss_oracle
+
+    def test_mspe(self, x: Any) -> float:
+        """Test-set MSE of the weighted Lasso fitted on all training data, divided by the oracle's
+        test MSE (LassoBench's post-processing metric)."""
+        w = self.fit(self.X_train, self.y_train, self.alphas(x))
+        oracle = np.mean((self.X_test @ self.w_true - self.y_test) ** 2)
+        return float(np.mean((self.X_test @ w - self.y_test) ** 2) / oracle)
+
+
+class SVMDigits:
+    """Hyperparameter tuning of a scikit-learn RBF support-vector classifier on the digits data
+    shipped with scikit-learn (1,797 8x8 images, 64 features), to be minimised.
+
+    In the spirit of the SVM problem of the high-dimensional BO literature (an SVM with a
+    relevance weight per feature plus its regularisation and kernel width; the paper's SVM uses
+    a dataset that cannot be downloaded here): ``x ∈ [0, 1]^66``, ``x[:64]`` scale the 64 pixel
+    features (``x_j = 0`` removes feature ``j``), ``log10 C = -2 + 5 x[64]`` (``C`` in
+    ``[0.01, 1000]``) and ``log10 γ = -4 + 4 x[65]`` on pixels scaled to ``[0, 1]``. The value is
+    the validation error rate of ``SVC(C, gamma)`` trained on a fixed stratified split (1,000
+    training images, the other 797 for validation).
+
+    Args:
+        seed: draws the train/validation split.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        check_int(seed, "seed", low=0, high=2**32 - 1)
+        X, y = load_digits(return_X_y=True)
+        X = X / 16.0
+        self.X_train, self.X_val, self.y_train, self.y_val = train_test_split(
+            X, y, train_size=1000, stratify=y, random_state=seed
+        )
+        self.dim = X.shape[1] + 2
+        self.bounds = np.stack([np.zeros(self.dim), np.ones(self.dim)])
+        self.optimal_value = None  # unknown; 0 would be a perfect validation score
+        self.name = f"svm-digits-D{self.dim}"
+
+    def hyperparameters(self, x: Any) -> tuple[np.ndarray, float, float]:
+        """``(feature weights (64,), C, gamma)`` encoded by ``x``."""
+        xa = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xa.shape[0] != self.dim:
+            raise ValueError(f"x must have {self.dim} entries, got {xa.shape[0]}")
+        if not np.isfinite(xa).all():
+            raise ValueError("x must be finite")
+        xa = np.clip(xa, 0.0, 1.0)
+        return xa[:-2], 10.0 ** (-2.0 + 5.0 * xa[-2]), 10.0 ** (-4.0 + 4.0 * xa[-1])
+
+    def __call__(self, x: Any) -> float:
+        """Validation error rate of the SVC with the hyperparameters ``x``."""
+        from sklearn.svm import SVC
+
+        w, C, gamma = self.hyperparameters(x)
+        model = SVC(C=C, gamma=gamma).fit(self.X_train * w, self.y_train)
+        return float(np.mean(model.predict(self.X_val * w) != self.y_val))
 
 
 def load_objective(spec: str) -> Callable[[np.ndarray], float]:

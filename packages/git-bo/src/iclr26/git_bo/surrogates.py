@@ -48,6 +48,8 @@ class Surrogate(Protocol):
     ``condition(X, y)`` takes ``(n, D)`` inputs in ``[0, 1]^D`` and ``(n,)`` values;
     ``posterior(X)`` returns ``(mean, var)``, each ``(m,)``, differentiable with respect to ``X``
     (the GI subspace is built from ``∇_X mean``). ``name`` labels every reported number.
+    An optional ``dtype`` attribute names the precision the optimiser should query in (default
+    float64; the PFN uses float32).
     """
 
     name: str
@@ -219,8 +221,10 @@ class RFFSurrogate:
 class PFNSurrogate:
     """The package's in-context prior-fitted network (see :mod:`iclr26.git_bo.pfn`).
 
-    Conditioning stores the context; each posterior call is one forward pass of the frozen
-    network over (context, queries), the paper's "no online retraining" property.
+    Conditioning encodes the context once (its per-layer attention keys and values, see
+    :meth:`~iclr26.git_bo.pfn.InContextPFN.context_cache`); each posterior call is then one
+    forward pass of the frozen network over the queries (float32, in chunks), the paper's "no
+    online retraining" property.
 
     Args:
         model: an :class:`~iclr26.git_bo.pfn.InContextPFN`, or ``None`` for the shipped one.
@@ -230,6 +234,7 @@ class PFNSurrogate:
     """
 
     name = "pfn"
+    dtype = torch.float32
 
     def __init__(self, model=None, path: str | os.PathLike[str] | None = None,
                  device: str | torch.device = "cpu", chunk: int = 4096) -> None:  # fmt: skip
@@ -259,13 +264,18 @@ class PFNSurrogate:
         ys, self.mu_, self.sd_ = _standardize(y.detach().double())
         self.X_ = X.detach().to(self.device, torch.float32)
         self.y_ = ys.to(self.device, torch.float32)
+        # the context's per-layer keys/values do not depend on the queries: computed once here
+        # (no graph: GIT-BO differentiates with respect to the queries only)
+        with torch.no_grad():
+            self.cache_ = self.model.context_cache(self.X_.unsqueeze(0), self.y_.unsqueeze(0))
         self.dim_ = X.shape[1]
 
     def posterior(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         X = _check_query(X, self.dim_)
         means, variances = [], []
         for Xc in X.split(self.chunk):
-            m, v = self.model.predict(self.X_, self.y_, Xc.to(self.device, torch.float32))
+            logits = self.model.forward_cached(self.cache_, Xc.to(self.device, torch.float32)[None])
+            m, v = self.model.moments(logits[0])
             means.append(m)
             variances.append(v)
         mean = torch.cat(means).to(X.device, X.dtype) * self.sd_ + self.mu_
