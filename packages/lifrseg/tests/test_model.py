@@ -226,7 +226,8 @@ def test_flow_last_iteration_only_in_eval_is_the_same_flow():
     p, q = torch.randn(2, 5, 32, 32), torch.randn(2, 5, 32, 32)
     with torch.no_grad():
         full, last = net(p, q), net(p, q, all_iterations=False)
-    assert len(full["flows"]) == net.iters and len(last["flows"]) == 1
+    assert len(full["flows"]) == net.iters
+    assert len(last["flows"]) == 1
     torch.testing.assert_close(last["flow"], full["flow"])
     torch.testing.assert_close(last["features"], full["features"])
     m = _model()
