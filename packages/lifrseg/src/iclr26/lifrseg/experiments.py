@@ -518,15 +518,35 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     model = LiFRSeg(LiFRSegConfig(num_classes=K), seg)
     model.flownet.load_state_dict(load_pretrained_flow()[0].state_dict())  # what reproduce uses
     model.eval()
-    epe = {"E-RAFT-lite (events)": [], "zero flow": [], "Farneback on RGB t, t+δt (non-causal)": []}
+    from iclr26.lifrseg.splat import backward_warp
+
+    epe = {
+        "E-RAFT-lite (events)": [], "zero flow": [],
+        "Farneback on RGB t, t+δt (non-causal)": [],
+        "0.5 × E-RAFT-lite (diagnostic)": [], "−E-RAFT-lite (diagnostic: sign)": [],
+        "E-RAFT-lite, x and y swapped (diagnostic)": [],
+    }  # fmt: skip
+    # sanity of the labels: backward-warping I_{t+δt} with the analytic flow must give I_t
+    photo = {"analytic flow": [], "zero flow": [], "−analytic flow": []}
     with torch.no_grad():
         for i in range(len(d_test)):
             b = collate_anytime([d_test[i]])
             for q in range(len(deltas)):
                 gt = b["flow"][:, q]
                 out = model.flownet(b["ev_past"], b["ev_query"][:, q])["flow"]
-                epe["E-RAFT-lite (events)"].append([q, float((out - gt).norm(dim=1).mean())])
-                epe["zero flow"].append([q, float(gt.norm(dim=1).mean())])
+                for name, f in (
+                    ("E-RAFT-lite (events)", out), ("zero flow", torch.zeros_like(gt)),
+                    ("0.5 × E-RAFT-lite (diagnostic)", 0.5 * out),
+                    ("−E-RAFT-lite (diagnostic: sign)", -out),
+                    ("E-RAFT-lite, x and y swapped (diagnostic)", out.flip(1)),
+                ):  # fmt: skip
+                    epe[name].append([q, float((f - gt).norm(dim=1).mean())])
+                for name, f in (
+                    ("analytic flow", gt), ("zero flow", torch.zeros_like(gt)),
+                    ("−analytic flow", -gt),
+                ):  # fmt: skip
+                    warped = backward_warp(b["target_image"][:, q], f, padding_mode="border")
+                    photo[name].append([q, float((warped - b["image"]).abs().mean())])
                 fb = _farneback(
                     b["image"][0].permute(1, 2, 0).numpy(),
                     b["target_image"][0, q].permute(1, 2, 0).numpy(),
@@ -550,6 +570,17 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             }
         )
     report.add_table("flow end-point error (px) on SHF-Shapes test", erows)
+    prows = []
+    for name, vals in photo.items():
+        a = np.array(vals)
+        prows.append({
+            "flow": name,
+            **{f"δt={1000 * d:g} ms": float(a[a[:, 0] == j, 1].mean()) for j, d in enumerate(deltas)},
+        })  # fmt: skip
+    report.add_table(
+        "label sanity: mean |I_t − backward_warp(I_{t+δt}, flow)| on SHF-Shapes test (RGB in [0, 1])",
+        prows,
+    )
     e_ours = np.mean([v for _, v in epe["E-RAFT-lite (events)"]])
     e_zero = np.mean([v for _, v in epe["zero flow"]])
     report.check(
@@ -578,7 +609,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
 
     crows, flops, ts = [], {}, {n: [] for n in methods}
     load_before = _load()
-    with torch.no_grad():
+    with torch.inference_mode():
         for name, m in methods.items():
             fc = FlopCounterMode(display=False)
             with fc:
