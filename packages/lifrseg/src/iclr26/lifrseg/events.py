@@ -259,16 +259,18 @@ def voxel_grid(
     i0 = int(np.searchsorted(tstar, -1.0, side="right"))
     i1 = int(np.searchsorted(tstar, float(num_bins), side="left"))
     # planes -1 .. B (B + 2 of them) take both tent halves of every kept event without masks;
-    # the bins are planes 0 .. B-1. One float32 scatter-add over the flattened indices.
-    grid = torch.zeros((num_bins + 2) * n_cells, dtype=torch.float32)
+    # the bins are planes 0 .. B-1. One scatter-add over the flattened indices, in float64 (in
+    # float32, cells where events of both polarities cancel end at exactly 0 or not depending on
+    # rounding, which the normalisation then maps to different values than DSEC's loop)
+    grid = torch.zeros((num_bins + 2) * n_cells, dtype=torch.float64)
     if i1 > i0:
         ts = tstar[i0:i1]
         lo = np.floor(ts)
-        frac = (ts - lo).astype(np.float32)
+        frac = ts - lo
         idx = (lo.astype(np.int64) + 1) * n_cells + (
             ev.y[i0:i1].astype(np.int64) * width + ev.x[i0:i1]
         )
-        right = ev.p[i0:i1].astype(np.float32) * frac  # p (t* - floor t*)
+        right = ev.p[i0:i1] * frac  # p (t* - floor t*)
         left = ev.p[i0:i1] - right  # p (1 - (t* - floor t*))
         tidx = torch.from_numpy(idx)
         grid.index_add_(0, tidx, torch.from_numpy(left))
@@ -276,12 +278,12 @@ def voxel_grid(
     out = grid[n_cells : (num_bins + 1) * n_cells].view(num_bins, height, width)
     if normalize:
         nz = out != 0
-        vals = out[nz].double()
+        vals = out[nz]
         if vals.numel() > 0:
             mean = vals.mean()
             std = vals.std() if vals.numel() > 1 else torch.tensor(0.0, dtype=vals.dtype)
-            out[nz] = ((vals - mean) / std if std > 0 else vals - mean).float()
-    return out
+            out[nz] = (vals - mean) / std if std > 0 else vals - mean
+    return out.float()
 
 
 def voxel_grid_reference(
