@@ -397,7 +397,7 @@ def _bench_voxel(quick: bool) -> tuple[list[dict[str, Any]], float]:
     mine = fns["ours_t"]().double().numpy()
     arr = ev.to_structured()
     names = {
-        "ours": "iclr26-lifrseg voxel_grid (float32 scatter-add)",
+        "ours": "iclr26-lifrseg voxel_grid (float64 scatter-add, float32 out)",
         "ref": "DSEC VoxelGrid.convert (literal port)",
         "ours_t": "iclr26-lifrseg voxel_grid, time_ref='tonic', unnormalised",
     }
