@@ -35,12 +35,35 @@ def test_voxel_sum_equals_polarity_sum_and_bin_placement():
     assert v[1, 2, 3] == pytest.approx(-0.5)
 
 
+@pytest.mark.parametrize("n", [500, 20_000])  # 20k on 12x16: many cells where polarities cancel
 @pytest.mark.parametrize("normalize", [False, True])
-def test_voxel_matches_literal_dsec_loop(normalize):
-    ev = _random_events(seed=3)
+def test_voxel_matches_literal_dsec_loop(normalize, n):
+    ev = _random_events(n=n, seed=3)
     ours = voxel_grid(ev, 7, 12, 16, time_ref="events", normalize=normalize)
     ref = voxel_grid_reference(ev, 7, 12, 16, normalize=normalize)
     torch.testing.assert_close(ours, ref, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("time_ref", ["window", "tonic", "events"])
+def test_voxel_equals_the_formula_literally(time_ref):
+    """V(x, y, b) = Σ_j p_j max(0, 1 − |b − t*_j|) by brute force, including events that lie
+    just outside the window (−1 < t* < 0 or B − 1 < t* < B touch one bin) and far outside it."""
+    rng = np.random.default_rng(7)
+    n, h, w, b = 300, 5, 6, 4
+    t = np.sort(rng.uniform(0.0, 1.0, n))
+    ev = EventStream(rng.integers(0, w, n), rng.integers(0, h, n), t, rng.choice([-1, 1], n))
+    t0, t1 = 0.3, 0.7
+    if time_ref == "window":
+        tstar = (b - 1) * (t - t0) / (t1 - t0)
+    else:
+        tstar = (b if time_ref == "tonic" else b - 1) * (t - t[0]) / (t[-1] - t[0])
+    want = np.zeros((b, h, w))
+    for j in range(n):
+        for k in range(b):
+            want[k, ev.y[j], ev.x[j]] += ev.p[j] * max(0.0, 1.0 - abs(k - tstar[j]))
+    got = voxel_grid(ev, b, h, w, t_start=t0, t_end=t1, time_ref=time_ref, normalize=False)
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
 
 
 def test_voxel_window_vs_events_reference():

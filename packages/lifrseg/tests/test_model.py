@@ -217,6 +217,27 @@ def test_shipped_flow_weights_load_and_beat_zero_flow():
     assert float(flow_epe(out, gt)) < float(flow_epe(torch.zeros_like(gt), gt))
 
 
+def test_flow_last_iteration_only_in_eval_is_the_same_flow():
+    """RAFT's test mode: upsampling only the last iteration gives the same final flow."""
+    from iclr26.lifrseg.models import ERaftLite
+
+    torch.manual_seed(0)
+    net = ERaftLite(5).eval()
+    p, q = torch.randn(2, 5, 32, 32), torch.randn(2, 5, 32, 32)
+    with torch.no_grad():
+        full, last = net(p, q), net(p, q, all_iterations=False)
+    assert len(full["flows"]) == net.iters
+    assert len(last["flows"]) == 1
+    torch.testing.assert_close(last["flow"], full["flow"])
+    torch.testing.assert_close(last["features"], full["features"])
+    m = _model()
+    img = torch.rand(1, 3, 64, 64)
+    ev = torch.randn(1, 5, 64, 64)
+    with torch.no_grad():
+        assert m(img, ev, ev)["flows"].shape[0] == 1
+        assert m.train()(img, ev, ev)["flows"].shape[0] == m.config.flow_iters
+
+
 def test_adamw_poly_equals_torch_adamw_with_lambda_lr():
     """The written-out AdamW + warm-up/poly schedule gives the same parameters as
     ``torch.optim.AdamW`` with ``LambdaLR`` (bit for bit on CPU), two groups, a frozen tensor."""

@@ -254,30 +254,34 @@ def voxel_grid(
     _check_size(height, width, ev)
     tstar = _time_axis(ev, num_bins, t_start, t_end, time_ref)
     n_cells = height * width
-    if len(ev):
-        lo = np.floor(tstar)
-        frac = tstar - lo
-        lo = lo.astype(np.int64)
-        pix = ev.y.astype(np.int64) * width + ev.x.astype(np.int64)
-        pol = ev.p.astype(np.float64)
-        # both tent halves in one bincount, whose output is the grid (one pass over the cells)
-        b = np.concatenate([lo, lo + 1])
-        w = np.concatenate([1.0 - frac, frac])
-        keep = (b >= 0) & (b < num_bins) & (w > 0)
-        grid = np.bincount(
-            b[keep] * n_cells + np.tile(pix, 2)[keep],
-            weights=np.tile(pol, 2)[keep] * w[keep],
-            minlength=num_bins * n_cells,
+    # only events with -1 < t* < B touch a bin; t* is non-decreasing (sorted times), so they are
+    # one contiguous run, found by binary search
+    i0 = int(np.searchsorted(tstar, -1.0, side="right"))
+    i1 = int(np.searchsorted(tstar, float(num_bins), side="left"))
+    # planes -1 .. B (B + 2 of them) take both tent halves of every kept event without masks;
+    # the bins are planes 0 .. B-1. One scatter-add over the flattened indices, in float64 (in
+    # float32, cells where events of both polarities cancel end at exactly 0 or not depending on
+    # rounding, which the normalisation then maps to different values than DSEC's loop)
+    grid = torch.zeros((num_bins + 2) * n_cells, dtype=torch.float64)
+    if i1 > i0:
+        ts = tstar[i0:i1]
+        lo = np.floor(ts)
+        frac = ts - lo
+        idx = (lo.astype(np.int64) + 1) * n_cells + (
+            ev.y[i0:i1].astype(np.int64) * width + ev.x[i0:i1]
         )
-    else:
-        grid = np.zeros(num_bins * n_cells, dtype=np.float64)
-    out = torch.from_numpy(grid.reshape(num_bins, height, width))
+        right = ev.p[i0:i1] * frac  # p (t* - floor t*)
+        left = ev.p[i0:i1] - right  # p (1 - (t* - floor t*))
+        tidx = torch.from_numpy(idx)
+        grid.index_add_(0, tidx, torch.from_numpy(left))
+        grid.index_add_(0, tidx.add_(n_cells), torch.from_numpy(right))
+    out = grid[n_cells : (num_bins + 1) * n_cells].view(num_bins, height, width)
     if normalize:
         nz = out != 0
         vals = out[nz]
         if vals.numel() > 0:
             mean = vals.mean()
-            std = vals.std() if vals.numel() > 1 else torch.tensor(0.0, dtype=out.dtype)
+            std = vals.std() if vals.numel() > 1 else torch.tensor(0.0, dtype=vals.dtype)
             out[nz] = (vals - mean) / std if std > 0 else vals - mean
     return out.float()
 

@@ -166,7 +166,8 @@ class LiFRSeg(nn.Module):
 
         Returns:
             ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
-            [I, N, 2, H, W]), ``score`` [N, 1, H, W] (zeros without ScoreNet).
+            [I, N, 2, H, W], in training mode; in eval mode only the last, [1, N, 2, H, W]),
+            ``score`` [N, 1, H, W] (zeros without ScoreNet).
         """
         cfg = self.config
         if not isinstance(image, torch.Tensor) or image.ndim != 4 or image.shape[1] != 3:
@@ -184,7 +185,9 @@ class LiFRSeg(nn.Module):
         if memory is not None and not isinstance(memory, MemoryBank):
             raise TypeError(f"memory must be a MemoryBank or None, got {type(memory).__name__}")
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
-        fl_out = self.flownet(ev_past, ev_query)
+        # the per-iteration flows only matter for a sequence loss: in eval mode only the last
+        # one is upsampled
+        fl_out = self.flownet(ev_past, ev_query, all_iterations=self.training)
         if flow is not None:
             if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
                 raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")

@@ -316,11 +316,13 @@ class ERaftLite(nn.Module):
         return up.reshape(n, 2, 4 * h, 4 * w)
 
     def forward(
-        self, ev_past: torch.Tensor, ev_query: torch.Tensor
+        self, ev_past: torch.Tensor, ev_query: torch.Tensor, *, all_iterations: bool = True
     ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
         """Flow of the scene from the start to the end of the query window, at full resolution
-        (pixels, x first). Returns ``flows`` (one per iteration), ``flow`` (the last), and the
-        1/4-resolution ``features`` (query-grid features, GRU state, flow) for the ScoreNet."""
+        (pixels, x first). Returns ``flows`` (one per iteration, for RAFT's sequence loss; with
+        ``all_iterations=False`` only the last, which skips the convex upsampling of the others,
+        as RAFT's test mode), ``flow`` (the last), and the 1/4-resolution ``features``
+        (query-grid features, GRU state, flow) for the ScoreNet."""
         _check_image(ev_past, "ev_past", self.num_bins)
         _check_image(ev_query, "ev_query", self.num_bins)
         if ev_past.shape != ev_query.shape:
@@ -342,13 +344,14 @@ class ERaftLite(nn.Module):
         coords0 = torch.stack([xs, ys]).to(f1.device).unsqueeze(0).expand(n, -1, -1, -1)
         flow = torch.zeros(n, 2, h, w, dtype=f1.dtype, device=f1.device)
         flows = []
-        for _ in range(self.iters):
+        for i in range(self.iters):
             c = self.enc_corr(corr(coords0 + flow))
             fl = self.enc_flow(flow)
             motion = torch.cat([self.enc_out(torch.cat([c, fl], 1)), flow], 1)
             net = self.gru(net, torch.cat([motion, ctx], 1))
             flow = flow + self.flow_head(net)
-            flows.append(self._upsample(flow, 0.25 * self.mask_head(net)))
+            if all_iterations or i == self.iters - 1:
+                flows.append(self._upsample(flow, 0.25 * self.mask_head(net)))
         return {"flows": flows, "flow": flows[-1], "features": torch.cat([f2, net, flow], 1)}
 
 

@@ -89,12 +89,20 @@ class _AdjointWarp(torch.autograd.Function):
         return gx, ggrid, None, None
 
 
+def _pixels(flow: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pixel coordinates ``ys`` ``[H, 1]`` and ``xs`` ``[1, W]`` of ``flow``'s grid (broadcast
+    against ``flow[:, 1]`` and ``flow[:, 0]``)."""
+    h, w = flow.shape[-2:]
+    ys = torch.arange(h, device=flow.device, dtype=flow.dtype).view(h, 1)
+    xs = torch.arange(w, device=flow.device, dtype=flow.dtype).view(1, w)
+    return ys, xs
+
+
 def _splat_grid(flow: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, int, int]:
     """Target positions ``p + flow(p)`` normalised for a ``(2**a + 1, 2**b + 1)`` canvas."""
     _, _, h, w = flow.shape
     hc, wc = _canvas(h), _canvas(w)
-    ys = torch.arange(h, device=flow.device, dtype=flow.dtype).view(h, 1)
-    xs = torch.arange(w, device=flow.device, dtype=flow.dtype).view(1, w)
+    ys, xs = _pixels(flow)
     gx = (xs + flow[:, 0]) * (2.0 / (wc - 1)) - 1
     gy = (ys + flow[:, 1]) * (2.0 / (hc - 1)) - 1
     return torch.stack([gx, gy], dim=-1).to(dtype), hc, wc
@@ -134,11 +142,7 @@ def splat_sum_reference(x: torch.Tensor, flow: torch.Tensor) -> torch.Tensor:
     against and benchmarked with."""
     _check_pair(x, flow)
     n, c, h, w = x.shape
-    ys, xs = torch.meshgrid(
-        torch.arange(h, device=x.device, dtype=flow.dtype),
-        torch.arange(w, device=x.device, dtype=flow.dtype),
-        indexing="ij",
-    )
+    ys, xs = _pixels(flow)
     tx = xs + flow[:, 0]  # [N, H, W]
     ty = ys + flow[:, 1]
     x0, y0 = torch.floor(tx), torch.floor(ty)
@@ -184,6 +188,36 @@ def _soft_weight(
     return m
 
 
+def _splat_normalised(
+    x: torch.Tensor,
+    flow: torch.Tensor,
+    metric: torch.Tensor | None,
+    mode: str,
+    eps: float,
+    clamp: float | None,
+    *,
+    coverage: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The shared body of :func:`softmax_splat` and :func:`softmax_splat_with_coverage`: checks
+    the arguments, splats the numerator, the normaliser and (if ``coverage``) ``Σ→(1)`` along
+    one set of target positions, and returns ``(output, coverage or None)``."""
+    _check_pair(x, flow)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not (isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0):
+        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+    m = _soft_weight(x, metric, mode, clamp)
+    ones = torch.ones_like(x[:, :1])
+    if mode == "sum":
+        maps = _splat_many([x, ones] if coverage else [x], flow)
+        return maps[0], (maps[1] if coverage else None)
+    if mode == "avg":  # the normaliser is the coverage
+        num, den = _splat_many([x, ones], flow)
+        return num / (den + eps), (den if coverage else None)
+    maps = _splat_many([x * m, m, ones] if coverage else [x * m, m], flow)
+    return maps[0] / (maps[1] + eps), (maps[2] if coverage else None)
+
+
 def softmax_splat_with_coverage(
     x: torch.Tensor,
     flow: torch.Tensor,
@@ -195,22 +229,9 @@ def softmax_splat_with_coverage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`softmax_splat` and the coverage ``Σ→(1)`` ``[N, 1, H, W]`` (how much source mass
     landed on each target pixel; ``< 1e-3`` marks a hole), from the same target positions."""
-    _check_pair(x, flow)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not (isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0):
-        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
-    n, _, h, w = x.shape
-    ones = torch.ones(n, 1, h, w, dtype=x.dtype, device=x.device)
-    m = _soft_weight(x, metric, mode, clamp)
-    if mode == "sum":
-        out, cover = _splat_many([x, ones], flow)
-        return out, cover
-    if mode == "avg":
-        num, cover = _splat_many([x, ones], flow)
-        return num / (cover + eps), cover
-    num, den, cover = _splat_many([x * m, m, ones], flow)
-    return num / (den + eps), cover
+    out, cover = _splat_normalised(x, flow, metric, mode, eps, clamp, coverage=True)
+    assert cover is not None
+    return out, cover
 
 
 def softmax_splat(
@@ -240,20 +261,7 @@ def softmax_splat(
         eps: added to the normaliser (reference: 1e-7).
         clamp: clamp of the soft metric (``None``: no clamp).
     """
-    _check_pair(x, flow)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not (isinstance(eps, float | int) and not isinstance(eps, bool) and eps >= 0):
-        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
-    m = _soft_weight(x, metric, mode, clamp)
-    if mode == "sum":
-        return _splat_many([x], flow)[0]
-    if mode == "avg":
-        ones = torch.ones_like(x[:, :1])
-        num, den = _splat_many([x, ones], flow)
-    else:
-        num, den = _splat_many([x * m, m], flow)
-    return num / (den + eps)
+    return _splat_normalised(x, flow, metric, mode, eps, clamp, coverage=False)[0]
 
 
 def backward_warp(
@@ -267,11 +275,7 @@ def backward_warp(
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"padding_mode must be zeros, border or reflection, got {padding_mode!r}")
     _n, _, h, w = x.shape
-    ys, xs = torch.meshgrid(
-        torch.arange(h, device=x.device, dtype=flow.dtype),
-        torch.arange(w, device=x.device, dtype=flow.dtype),
-        indexing="ij",
-    )
+    ys, xs = _pixels(flow)
     gx = 2 * (xs + flow[:, 0]) / max(w - 1, 1) - 1
     gy = 2 * (ys + flow[:, 1]) / max(h - 1, 1) - 1
     grid = torch.stack([gx, gy], dim=-1).to(x.dtype)
