@@ -303,13 +303,18 @@ def _hooks_grads(
     else:
         widths = [math.prod(projector.block_shape(chosen[k].shape)) for k in names]
     out = _aligned_rows(n, sum(widths), ref.dtype, ref.device)
-    # column view of each chosen parameter, grouped by the layer that owns it
-    blocks: dict[int, list[tuple[int, str, torch.Tensor]]] = {}
+    # column view of each chosen parameter, grouped by the layer that owns it; a linear
+    # weight's block is also kept as an (n, d_out, d_in) view for the outer-product write
+    blocks: dict[int, list[tuple[int, str, torch.Tensor, torch.Tensor | None]]] = {}
     layers: dict[int, torch.nn.Module] = {}
     start = 0
     for index, (name, width) in enumerate(zip(names, widths, strict=True)):
         module, attr = owner[name]
-        blocks.setdefault(id(module), []).append((index, attr, out[:, start : start + width]))
+        block = out[:, start : start + width]
+        square = None
+        if projector is None and attr == "weight" and isinstance(module, torch.nn.Linear):
+            square = block.view(n, *module.weight.shape)
+        blocks.setdefault(id(module), []).append((index, attr, block, square))
         layers[id(module)] = module
         start += width
     written: set[int] = set()  # blocks holding a first call's gradient (later calls add to it)
@@ -325,9 +330,27 @@ def _hooks_grads(
             return
         x = x.detach()
         own = blocks[id(module)]
+        # one row per example through a plain linear layer: the per-sample weight gradient is
+        # the outer product δ xᵀ, written by one broadcast multiply straight into its block
+        rows = projector is None and x.ndim == 2 and type(module) is torch.nn.Linear
+        x_row = x.unsqueeze(1) if rows else None
 
         def write(g: torch.Tensor) -> None:
-            for index, attr, block in own:
+            if rows and g.ndim == 2:
+                g_col = g.unsqueeze(2)
+                for index, _, block, square in own:
+                    if index in written:
+                        if square is None:
+                            block.add_(g)
+                        else:
+                            square.addcmul_(g_col, x_row)
+                    elif square is None:  # the bias block IS the output-gradient row
+                        block.copy_(g)
+                    else:
+                        torch.mul(g_col, x_row, out=square)
+                    written.add(index)
+                return
+            for index, attr, block, _ in own:
                 first = index not in written
                 _accumulate(block, index, module, attr, x, g, n, projector, first)
                 written.add(index)
@@ -339,7 +362,7 @@ def _hooks_grads(
     # skipped.
     wanted = []
     for key, own in blocks.items():
-        attrs = {attr for _, attr, _ in own}
+        attrs = {entry[1] for entry in own}
         wanted.append(getattr(layers[key], "bias" if "bias" in attrs else "weight"))
     frozen = [p for p in chosen.values() if not p.requires_grad]
     handles = [m.register_forward_hook(forward_hook) for m in layers.values()]
@@ -353,10 +376,11 @@ def _hooks_grads(
             h.remove()
         for p in frozen:
             p.requires_grad_(False)
-    for own in blocks.values():
-        for index, _, block in own:
-            if index not in written:  # the layer never reached the loss: zero gradient
-                block.zero_()
+    if len(written) < len(names):
+        for own in blocks.values():
+            for index, _, block, _ in own:
+                if index not in written:  # the layer never reached the loss: zero gradient
+                    block.zero_()
     return out
 
 
@@ -366,7 +390,7 @@ def _aligned_rows(n: int, width: int, dtype: torch.dtype, device: torch.device) 
     products into rows that straddle cache lines measured 1.75x slower (4810 float32 columns,
     the bench MLP); the returned matrix is a strided view when ``width`` is not a multiple of
     64 bytes (``.contiguous()`` packs it)."""
-    per_line = max(1, 64 // torch.empty((), dtype=dtype).element_size())
+    per_line = max(1, 64 // dtype.itemsize)
     padded = -(-width // per_line) * per_line
     buffer = torch.empty(n, padded, dtype=dtype, device=device)
     return buffer if padded == width else buffer[:, :width]
