@@ -35,12 +35,15 @@ __all__ = ["compositing_weights", "rasterize_features"]
 
 Backend = Literal["torch-dense", "torch-tiled", "gsplat"]
 
-#: Weight entries (tiles × tile² × Gaussians per tile) the tiled backend computes per block.
-TILED_BLOCK_ENTRIES = 1 << 16
+#: Weight entries (tiles × tile² × Gaussians per tile) the tiled backend computes per batch.
+TILED_BLOCK_ENTRIES = 1 << 17
+#: Gaussians per tile list composited at once before the tiled backend checks for early stop.
+TILED_DEPTH_CHUNK = 64
 
 
 def _project(g: Gaussians, cam: Camera, near: float, far: float, eps2d: float):
-    """Screen-space means [M,2], conics [M,3], opacities, depths, features, kept index."""
+    """Screen-space means [M,2], conics [M,3], opacities, depths, features, 1σ box half-extents
+    [M,2] and the kept index, all sorted front to back."""
     dtype = g.means.dtype
     w2c = cam.w2c.to(device=g.means.device, dtype=dtype)
     R, t = w2c[:3, :3], w2c[:3, 3]
@@ -67,25 +70,30 @@ def _project(g: Gaussians, cam: Camera, near: float, far: float, eps2d: float):
     det = a * c - b * b
     conic = torch.stack([c / det, -b / det, a / det], dim=-1)
     mean2d = torch.stack([fx * Xc[:, 0] / z + cx, fy * Xc[:, 1] / z + cy], dim=-1)
-    # largest eigenvalue of the 2×2 covariance → screen radius used for tiling
-    mid = 0.5 * (a + c)
-    lam = mid + torch.sqrt(torch.clamp(mid * mid - det, min=0.0))
+    # the ellipse {d : dᵀ Σ'^{-1} d ≤ s²} spans ± s·sqrt(Σ'_xx) in x and ± s·sqrt(Σ'_yy) in y:
+    # per-axis 1σ half-extents of the screen-space bounding box used for culling and tiling
+    extent = torch.sqrt(torch.stack([a, c], dim=-1))
     order = torch.argsort(z.detach(), stable=True)
+    src = keep[order]
+    # index_select gathers whole rows (``x[idx]`` is several times slower for wide rows on CPU)
     return (
-        mean2d[order], conic[order], g.opacities[keep][order], z[order],
-        g.features[keep][order], torch.sqrt(lam[order]), keep[order],
+        mean2d[order], conic[order], g.opacities.index_select(0, src), z[order],
+        g.features.index_select(0, src), extent[order], src,
     )  # fmt: skip
 
 
 def _weights(
     uv: Tensor, mean2d: Tensor, conic: Tensor, opac: Tensor, valid: Tensor | None,
     alpha_min: float, alpha_max: float, t_min: float, cutoff_sigma: float | None,
-) -> Tensor:  # fmt: skip
+    log_t0: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Compositing weights ``w = α T`` [..., P, N] of pixels ``uv`` [..., P, 2], sorted Gaussians.
 
     The Mahalanobis form is expanded as a quadratic in the pixel coordinates, so all P × N values
     come from one (P × 6)·(6 × N) matmul; coordinates are centred on the block first to keep the
-    float32 cancellation small.
+    float32 cancellation small. ``log_t0`` [..., P] is the log transmittance in front of the first
+    Gaussian (0 when omitted), so a depth-sorted list can be composited in consecutive chunks.
+    Also returns the log transmittance behind the last Gaussian, [..., P].
     """
     centre = uv.detach().mean(dim=-2, keepdim=True)
     u = uv - centre
@@ -99,22 +107,31 @@ def _weights(
     )  # fmt: skip
     ux, uy = u.unbind(-1)
     basis = torch.stack([ux * ux, ux * uy, uy * uy, ux, uy, torch.ones_like(ux)], dim=-1)
-    # clamped to [0, 150]: exp(−75) is still a normal float32 — subnormal exps are ~20× slower
-    maha = (basis @ coef.transpose(-1, -2)).clamp(0.0, 150.0)
-    alpha = torch.clamp(opac[..., None, :] * torch.exp(-0.5 * maha), max=alpha_max)
-    drop = alpha < alpha_min
-    if cutoff_sigma is not None:
-        drop = drop | (maha > cutoff_sigma**2)
-    if valid is not None:
-        drop = drop | ~valid[..., None, :]
-    alpha = alpha.masked_fill(drop, 0.0)
-    log1m = torch.log1p(-alpha)
+    # −½ Mahalanobis distance, clamped to [−75, 0]: exp(−75) is still a normal float32
+    # (subnormal exps are ~20× slower)
+    nm = (basis @ (-0.5 * coef).transpose(-1, -2)).clamp(-75.0, 0.0)
+    # one per-Gaussian threshold on −½ Mahalanobis for all the skips: α = min(α_max, o e^{nm})
+    # is below α_min iff nm < log(α_min / o) (α_min < α_max); the cut-off is nm < −s²/2.
+    # Masks are float steps 1 − relu(sign(·)) (bool masks and masked_fill are ~10× slower on CPU).
+    with torch.no_grad():
+        thr = torch.log(alpha_min / opac) if alpha_min > 0 else torch.full_like(opac, -math.inf)
+        if cutoff_sigma is not None:
+            thr = thr.clamp_min(-0.5 * cutoff_sigma**2)
+        if valid is not None:
+            thr = thr.masked_fill(~valid, math.inf)
+        keep = 1 - torch.relu(torch.sign(thr[..., None, :] - nm))  # 0 where nm < thr
+    alpha = (opac[..., None, :] * torch.exp(nm)).clamp(max=alpha_max) * keep
+    log1m = torch.log(1 - alpha)  # α ≤ α_max < 1
     log_t_incl = torch.cumsum(log1m, dim=-1)
+    if log_t0 is not None:
+        log_t_incl = log_t_incl + log_t0[..., None]
     T = torch.exp((log_t_incl - log1m).clamp_min(-80.0))  # exclusive transmittance
+    if t_min > 0:  # 3DGS's early stop: drop Gaussian i (and all behind) where T_i (1 − α_i) < t_min
+        with torch.no_grad():
+            live = 1 - torch.relu(torch.sign(math.log(t_min) - log_t_incl))
+        T = T * live
     w = alpha * T
-    if t_min > 0:
-        w = w.masked_fill(log_t_incl.detach() < math.log(t_min), 0.0)
-    return w
+    return w, log_t_incl[..., -1]
 
 
 def _check_common(g, cam, near, far, eps2d, alpha_min, alpha_max, t_min, background):
@@ -161,7 +178,7 @@ def compositing_weights(
         return out
     mean2d, conic, opac, _z, _f, _r, idx = _project(g, cam, near, far, eps2d)
     uv = pixel_grid(cam.height, cam.width, device=g.means.device, dtype=g.means.dtype)
-    w = _weights(
+    w, _ = _weights(
         uv.reshape(-1, 2), mean2d, conic, opac, None, alpha_min, alpha_max, t_min, cutoff_sigma
     )
     return out.index_copy(1, idx, w)
@@ -180,7 +197,7 @@ def rasterize_features(
     t_min: float = 1e-4,
     cutoff_sigma: float | None = 3.0,
     backend: Backend = "torch-tiled",
-    tile: int = 16,
+    tile: int = 4,
     chunk: int = 256,
 ) -> dict[str, Tensor]:
     """Alpha-composite the Gaussians' features into ``cam`` (differentiable w.r.t. every input).
@@ -197,9 +214,12 @@ def rasterize_features(
         cutoff_sigma: Mahalanobis cut-off of each footprint (``None``: none; dense only).
         backend: ``"torch-dense"`` (pixel chunks of ``chunk`` × every Gaussian whose cut-off
             box reaches the chunk; every Gaussian when ``cutoff_sigma=None``),
-            ``"torch-tiled"`` (Gaussians binned to ``tile × tile`` tiles by their 3σ box), or
+            ``"torch-tiled"`` (gsplat's scheme on CPU: per-tile Gaussian lists from the
+            cut-off boxes, sorted by tile id, composited front to back batched across tiles,
+            with early termination once a tile's transmittance is below ``t_min``), or
             ``"gsplat"`` (``gsplat.rasterization``; CUDA tensors and gsplat installed).
-        tile: tile side in pixels for the tiled backend.
+        tile: tile side in pixels for the tiled backend (4: on a CPU the work is pixels × list
+            length, so small tiles beat gsplat's GPU-sized 16; any size gives the same image).
         chunk: pixels per dense block (memory ≈ chunk · N floats per temporary; 256 keeps a
             block's temporaries in cache at N = 4,096).
 
@@ -227,12 +247,12 @@ def rasterize_features(
         alpha = torch.zeros(H * W, dtype=dtype, device=dev)
         depth_sum = alpha
     else:
-        mean2d, conic, opac, z, f, radius, _ = proj
+        mean2d, conic, opac, z, f, extent, _ = proj
         args = (alpha_min, alpha_max, t_min, cutoff_sigma)
         if backend == "torch-dense":
-            out = _dense(mean2d, conic, opac, z, f, radius, H, W, chunk, args, cutoff_sigma)
+            out = _dense(mean2d, conic, opac, z, f, extent, H, W, chunk, args, cutoff_sigma)
         else:
-            out = _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, args, cutoff_sigma)
+            out = _tiled(mean2d, conic, opac, z, f, extent, H, W, tile, args, cutoff_sigma)
         feats, alpha, depth_sum = out[:, :C], out[:, C], out[:, C + 1]
     if background is not None:
         feats = feats + (1 - alpha)[:, None] * background.to(dtype)
@@ -244,7 +264,18 @@ def rasterize_features(
     }
 
 
-def _dense(mean2d, conic, opac, z, f, radius, H, W, chunk, args, cutoff_sigma):
+def _boxes(mean2d: Tensor, extent: Tensor, cutoff_sigma: float) -> tuple[Tensor, Tensor]:
+    """Screen-space boxes [M,2] outside which a Gaussian has α = 0 under the cut-off.
+
+    Widened by 0.1 % and 1e-3 px so float rounding of the Mahalanobis distance at a box edge
+    can never cull a pixel that the all-pairs computation keeps.
+    """
+    m = mean2d.detach()
+    r = cutoff_sigma * extent.detach() * 1.001 + 1e-3
+    return m - r, m + r
+
+
+def _dense(mean2d, conic, opac, z, f, extent, H, W, chunk, args, cutoff_sigma):
     """Pixel blocks of ``chunk`` × the Gaussians (in depth order) that can reach the block.
 
     With a cut-off, a Gaussian whose ``cutoff_sigma`` box misses the block's pixel centres has
@@ -255,66 +286,139 @@ def _dense(mean2d, conic, opac, z, f, radius, H, W, chunk, args, cutoff_sigma):
     uv = pixel_grid(H, W, device=mean2d.device, dtype=mean2d.dtype).reshape(-1, 2)
     fz = torch.cat([f, torch.ones_like(z)[:, None], z[:, None]], dim=1)
     if cutoff_sigma is not None:
-        m = mean2d.detach()
-        r = (cutoff_sigma * radius).detach()[:, None]
-        box_lo, box_hi = m - r, m + r
+        box_lo, box_hi = _boxes(mean2d, extent, cutoff_sigma)
     parts = []
     for s in range(0, H * W, chunk):
         u = uv[s : s + chunk]
         if cutoff_sigma is None:
-            w = _weights(u, mean2d, conic, opac, None, *args)
+            w, _ = _weights(u, mean2d, conic, opac, None, *args)
             parts.append(w @ fz)
             continue
         reach = ((box_hi >= u.min(0).values) & (box_lo <= u.max(0).values)).all(1)
         sel = reach.nonzero().squeeze(1)  # increasing, so the depth order is kept
-        w = _weights(u, mean2d[sel], conic[sel], opac[sel], None, *args)
+        w, _ = _weights(u, mean2d[sel], conic[sel], opac[sel], None, *args)
         parts.append(w @ fz[sel])
     return torch.cat(parts)
 
 
-def _tiled(mean2d, conic, opac, z, f, radius, H, W, tile, args, cutoff_sigma):
-    """Per-tile dense compositing over the Gaussians whose cut-off box touches the tile."""
+def _tile_intersections(
+    box_lo: Tensor, box_hi: Tensor, height: int, width: int, tile: int
+) -> tuple[Tensor, Tensor]:
+    """Per-tile Gaussian lists from screen-space boxes, as gsplat builds them (no [tiles, N] mask).
+
+    Gaussian ``n`` (rows already in depth order) is listed in tile ``(i, j)`` of the
+    ``tile × tile`` grid over ``height × width`` iff its box ``[box_lo, box_hi]`` meets the tile
+    ``[j·tile, (j+1)·tile) × [i·tile, (i+1)·tile)``. Each Gaussian emits one ``(tile id, n)`` pair
+    per tile its box covers (vectorised: repeat, then row-major offsets inside the box), and a
+    stable sort by tile id groups the pairs by tile while keeping the depth order inside each one.
+
+    Args:
+        box_lo, box_hi: [M, 2] box corners in pixels (x, y).
+        height, width, tile: image size and tile side in pixels.
+
+    Returns:
+        ``(gaussian ids [I] grouped by tile, front to back within a tile; counts [tiles])``; the
+        list of tile ``t`` (row-major, ``t = i·⌈width/tile⌉ + j``) starts at
+        ``cumsum(counts)[t] − counts[t]``.
+    """
+    dev = box_lo.device
+    ntx, nty = -(-width // tile), -(-height // tile)
+    n_tiles = ntx * nty
+    hi_lim = torch.tensor([ntx - 1, nty - 1], device=dev)
+    # floor((x − r)/tile) ≤ j ≤ floor((x + r)/tile); clamped as floats first (boxes can be huge)
+    t0 = torch.floor((box_lo / tile).clamp(-1.0, float(max(ntx, nty)))).long().clamp_min(0)
+    t1 = torch.minimum(
+        torch.floor((box_hi / tile).clamp(-1.0, float(max(ntx, nty)))).long(), hi_lim
+    )
+    span = (t1 - t0 + 1).clamp_min(0)  # [M, 2] tiles covered in x and y (0: off screen)
+    n_per = span[:, 0] * span[:, 1]
+    gid = torch.repeat_interleave(torch.arange(len(n_per), device=dev), n_per)
+    if gid.numel() == 0:
+        return gid, torch.zeros(n_tiles, dtype=torch.long, device=dev)
+    first = torch.cumsum(n_per, 0) - n_per
+    local = torch.arange(gid.numel(), device=dev) - first[gid]
+    nx = span[gid, 0]
+    tid = (t0[gid, 1] + local // nx) * ntx + t0[gid, 0] + local % nx
+    tid_sorted, perm = torch.sort(tid, stable=True)
+    counts = torch.bincount(tid_sorted, minlength=n_tiles)
+    return gid[perm], counts
+
+
+def _tiled(mean2d, conic, opac, z, f, extent, H, W, tile, args, cutoff_sigma):
+    """Per-tile front-to-back compositing over each tile's Gaussian list, batched across tiles.
+
+    Tiles are taken in decreasing order of list length and batched so that a batch pads its
+    lists only to its own longest one (:data:`TILED_BLOCK_ENTRIES` weights per batch). A batch
+    walks its lists in depth chunks of :data:`TILED_DEPTH_CHUNK` Gaussians carrying each pixel's
+    transmittance, and a tile leaves the batch once its list is exhausted or every one of its
+    pixels has ``T < t_min`` (gsplat's early termination; what follows adds exactly zero).
+    """
     dev, dtype = mean2d.device, mean2d.dtype
+    t_min = args[2]
     nty, ntx = -(-H // tile), -(-W // tile)
-    r = (cutoff_sigma * radius).detach()
-    m = mean2d.detach()
-    tx = torch.arange(ntx, device=dev)
-    ty = torch.arange(nty, device=dev)
-    # Gaussian n touches tile (i, j) iff its box [m − r, m + r] meets [j·tile, (j+1)·tile)
-    hit_x = ((m[:, 0:1] + r[:, None]) >= tx * tile) & ((m[:, 0:1] - r[:, None]) < (tx + 1) * tile)
-    hit_y = ((m[:, 1:2] + r[:, None]) >= ty * tile) & ((m[:, 1:2] - r[:, None]) < (ty + 1) * tile)
-    hits = (hit_y[:, :, None] & hit_x[:, None, :]).reshape(len(m), -1).T  # [tiles, N]
-    counts = hits.sum(1)
-    kmax = int(counts.max())
+    n_tiles, tt = nty * ntx, tile * tile
     C = f.shape[1]
-    n_tiles = nty * ntx
-    out = torch.zeros(n_tiles, tile * tile, C + 2, dtype=dtype, device=dev)
-    if kmax > 0:
-        # depth order within each tile: stable sort of "not hit" keeps hits first, in order
-        order = torch.sort((~hits).to(torch.uint8), dim=1, stable=True).indices[:, :kmax]
-        valid = torch.arange(kmax, device=dev)[None] < counts[:, None]
+    box_lo, box_hi = _boxes(mean2d, extent, cutoff_sigma)
+    gids, counts = _tile_intersections(box_lo, box_hi, H, W, tile)
+    if gids.numel() > 0:
+        starts = torch.cumsum(counts, 0) - counts
         jj, ii = torch.meshgrid(
             torch.arange(tile, device=dev), torch.arange(tile, device=dev), indexing="xy"
         )
         local = torch.stack([jj, ii], -1).reshape(-1, 2).to(dtype) + 0.5
-        origin = torch.stack(
-            [(tx * tile)[None, :].expand(nty, ntx), (ty * tile)[:, None].expand(nty, ntx)], -1
-        ).reshape(-1, 1, 2).to(dtype)  # fmt: skip
-        uv = origin + local[None]  # [tiles, tile², 2]
         fz = torch.cat([f, torch.ones_like(z)[:, None], z[:, None]], dim=1)
-        # tiles in decreasing order of their Gaussian count, so each block pads its lists only
-        # to its own largest count (not the image's); empty tiles stay zero
+        geo = torch.cat([mean2d, conic, opac[:, None]], dim=1)  # gathered together: [M, 6]
+        log_t_min = math.log(t_min) if t_min > 0 else -math.inf
         by_count = torch.argsort(counts, descending=True, stable=True)
+        cnt_sorted = counts[by_count].tolist()
         blocks, block_tiles = [], []
         s = 0
-        while s < n_tiles and (k := int(counts[by_count[s]])) > 0:
-            ids = by_count[s : s + max(1, TILED_BLOCK_ENTRIES // (tile * tile * k))]
-            o = order[ids, :k]
-            w = _weights(uv[ids], mean2d[o], conic[o], opac[o], valid[ids, :k], *args)
-            blocks.append(torch.bmm(w, fz[o]))
-            block_tiles.append(ids)
+        while s < n_tiles and (k := cnt_sorted[s]) > 0:
+            ids = by_count[s : s + max(1, TILED_BLOCK_ENTRIES // (tt * min(k, TILED_DEPTH_CHUNK)))]
             s += ids.numel()
-        out = out.index_copy(0, torch.cat(block_tiles), torch.cat(blocks))
+            cnt = counts[ids]
+            pos = torch.arange(k, device=dev)
+            valid = pos < cnt[:, None]
+            lists = gids[(starts[ids, None] + pos).clamp_max(gids.numel() - 1)]
+            origin = torch.stack([ids % ntx, ids // ntx], -1).to(dtype) * tile
+            uv = origin[:, None, :] + local  # [tiles, tile², 2]
+            acc = torch.zeros(ids.numel(), tt, C + 2, dtype=dtype, device=dev)
+            log_t = torch.zeros(ids.numel(), tt, dtype=dtype, device=dev)
+            act = torch.arange(ids.numel(), device=dev)
+            for c0 in range(0, k, TILED_DEPTH_CHUNK):
+                full = act.numel() == ids.numel()
+                o = (lists if full else lists[act])[:, c0 : c0 + TILED_DEPTH_CHUNK]
+                shape = o.shape
+                o = o.reshape(-1)
+                gm = geo.index_select(0, o).reshape(*shape, 6)
+                w, log_t_act = _weights(
+                    uv if full else uv[act], gm[..., :2], gm[..., 2:5], gm[..., 5],
+                    (valid if full else valid[act])[:, c0 : c0 + TILED_DEPTH_CHUNK],
+                    *args, log_t0=log_t if full else log_t[act],
+                )  # fmt: skip
+                part = torch.bmm(w, fz.index_select(0, o).reshape(*shape, C + 2))
+                if full:
+                    acc, log_t = acc + part, log_t_act
+                else:
+                    acc = acc.index_add(0, act, part)
+                    log_t = log_t.index_copy(0, act, log_t_act)
+                if c0 + TILED_DEPTH_CHUNK >= k:
+                    break
+                more = cnt[act] > c0 + TILED_DEPTH_CHUNK
+                live = (log_t_act.detach() >= log_t_min).any(1)
+                act = act[more & live]
+                if act.numel() == 0:
+                    break
+            blocks.append(acc)
+            block_tiles.append(ids)
+        empty = by_count[s:]
+        done = torch.cat([*block_tiles, empty])
+        blocks.append(torch.zeros(empty.numel(), tt, C + 2, dtype=dtype, device=dev))
+        inv = torch.empty_like(done)
+        inv[done] = torch.arange(n_tiles, device=dev)
+        out = torch.cat(blocks).index_select(0, inv)
+    else:
+        out = torch.zeros(n_tiles, tt, C + 2, dtype=dtype, device=dev)
     # tiles → image, dropping the padding beyond H × W
     img = out.reshape(nty, ntx, tile, tile, C + 2).permute(0, 2, 1, 3, 4)
     img = img.reshape(nty * tile, ntx * tile, C + 2)[:H, :W]
