@@ -205,10 +205,11 @@ EXPERIMENTS = {
 }  # fmt: skip
 
 
-def _summarise(
+def _fscil_tables(
     report: Report, tag: str, runs: dict[str, list[FSCILResult]], ann: list[dict[str, float]]
 ) -> None:
-    """Tables, paired tests, checks, metrics and a figure for one experiment."""
+    """The accuracy, per-session and energy tables of one experiment, every method (ANN twin
+    included), as ``reproduce`` and ``bench`` print them."""
     name = EXPERIMENTS[tag][0]
     names = list(runs)
     n_seeds = len(next(iter(runs.values())))
@@ -235,9 +236,6 @@ def _summarise(
         sess_rows.append({"method": n, **{f"s{i}": f"{m:.3f}" for i, m in enumerate(acc.mean(0))}})
     report.add_table(f"{tag} accuracy per session (mean over seeds)", sess_rows)
 
-    safa, proto, ft, released = (
-        "SAFA (α=0.1)", "prototype", "fine-tune", "SAFA w/o regulation (released code)",
-    )  # fmt: skip
     e_rows = []
     for n in names:
         rs = runs[n]
@@ -267,6 +265,21 @@ def _summarise(
         f"{tag} energy (E_MAC {E_MAC * 1e12:.1f} pJ, E_AC {E_AC * 1e12:.1f} pJ; fine-tune backward = 2× dense MACs)",
         e_rows,
     )
+
+
+def _summarise(
+    report: Report, tag: str, runs: dict[str, list[FSCILResult]], ann: list[dict[str, float]]
+) -> None:
+    """Tables, paired tests, checks, metrics and a figure for one experiment."""
+    _fscil_tables(report, tag, runs, ann)
+    name = EXPERIMENTS[tag][0]
+    names = list(runs)
+    n_seeds = len(next(iter(runs.values())))
+    last = {n: np.array([r.acc[-1] for r in runs[n]]) for n in names}
+    pd = {n: np.array([r.pd for r in runs[n]]) for n in names}
+    safa, proto, ft, released = (
+        "SAFA (α=0.1)", "prototype", "fine-tune", "SAFA w/o regulation (released code)",
+    )  # fmt: skip
     tests = []
     for a, b in ((safa, proto), (safa, released), (safa, ft), ("SAFA w/o projection", proto)):
         if a not in last or b not in last:
@@ -586,14 +599,19 @@ def bench(
     """LIF MLP forward+backward throughput and equivalence against snnTorch and spikingjelly at
     the target shapes (B = 128, T = 8; interleaved repeats, 1 and 2 threads); then, in the
     default run (``compile_loop`` and not ``quick``), the ``torch.compile``-d time loop against
-    the fused eager one (minutes of compilation on a CPU)."""
+    the fused eager one (minutes of compilation on a CPU); last, the FSCIL accuracy and energy
+    tables of every method, the trained ANN twin included, on E1 (digits; 2 seeds with
+    ``quick``, 3 by default)."""
     B, T = 128, 8
     repeats = 5 if quick else 15
     report = Report(
         PACKAGE, "bench",
         "The fused multi-step LIF computes the same spikes and gradients as snnTorch and "
         "spikingjelly and runs a 784-512-512-10 LIF MLP forward+backward at least as fast.",
-        seed=seed, backends=BACKENDS, config={"quick": quick, "B": B, "T": T, "repeats": repeats},
+        seed=seed, backends=BACKENDS,
+        config={"quick": quick, "B": B, "T": T, "repeats": repeats,
+                "fscil": {"experiment": "E1", "seeds": 2 if quick else 3,
+                          "base_epochs": 15 if quick else 40}},
     )  # fmt: skip
     layers = _mlp_layers(seed)
     g = torch.Generator().manual_seed(seed)
@@ -694,6 +712,19 @@ def bench(
     )
     if compile_loop and not quick:
         _compile_comparison(report, layers, x_bt, repeats, progress)
+    # FSCIL accuracy and energy of every method (ANN twin included) on E1 digits, as reproduce
+    # prints them (reproduce adds the checks, paired tests and the other experiments).
+    torch.set_num_threads(1)
+    n_seeds, epochs = report.config["fscil"]["seeds"], report.config["fscil"]["base_epochs"]
+    runs: dict[str, list[FSCILResult]] = {}
+    ann: list[dict[str, float]] = []
+    for s in progress_bar(range(seed, seed + n_seeds), desc="E1 seeds", enabled=progress):
+        results, a = e1_digits(s, epochs=epochs)
+        ann.append(a)
+        for r in results:
+            runs.setdefault(r.method, []).append(r)
+    _fscil_tables(report, "E1", runs, ann)
+    torch.set_num_threads(old)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     names = list(impls)
     for k, threads in enumerate((1, 2)):
