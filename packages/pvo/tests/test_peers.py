@@ -125,6 +125,7 @@ def test_d3rlpy_iql_trains_on_our_data_and_returns_finite_values(ds):
     assert np.all(out.seconds_per_update >= out.seconds_per_gradient_step)
 
 
+@pytest.mark.slow  # compiles three training and evaluation programs (~25 s)
 def test_bench_parity_tables_and_checks_with_a_stand_in_peer(ds, monkeypatch):
     """The bench wiring (our side: evaluation on the same start states, V and Q, timing) with a
     stand-in for d3rlpy that returns our own policy's returns: the return check must hold."""
