@@ -104,9 +104,9 @@ def test_shipped_pfn_is_calibrated_on_held_out_prior_samples():
         total += t.numel()
     # its 90% intervals hold 90% of held-out points (calibrated)...
     assert 0.85 < inside / total < 0.95
-    # ...but the shipped, briefly trained network is no sharper than the context-free N(0, 1)
-    # (the README says so); a retrained one must at least not be worse
-    assert nll_pfn < 1.01 * nll_prior
+    # ...and it uses its context: sharper than the context-free N(0, 1) (0.82x its NLL when
+    # shipped; the 0.1.0-0.2.0 network, trained 2,500 steps, was no sharper: 1.001x)
+    assert nll_pfn < 0.9 * nll_prior
 
 
 def test_pfn_checkpoint_roundtrip_and_rejects(tmp_path):
