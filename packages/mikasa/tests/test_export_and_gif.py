@@ -213,3 +213,11 @@ def test_new_cli_arguments_fail_at_parse_time(argv, needle, capsys):
         cli.main(argv)
     assert exc.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_a_gif_path_without_the_gif_suffix_is_refused_before_any_episode(tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    assert cli.main(["play", "RememberColor3-v0", "--gif", str(target)]) == 2
+    assert "must end in .gif" in capsys.readouterr().err
+    assert target.read_text() == "keep me"

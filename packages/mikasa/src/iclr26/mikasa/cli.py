@@ -51,6 +51,8 @@ def _play_setup(parser: argparse.ArgumentParser):
 
     def run(args: argparse.Namespace) -> int:
         png = prepare_output_file(args.png, "--png") if args.png else None
+        if args.gif and not args.gif.lower().endswith(".gif"):
+            raise ValueError(f"--gif {args.gif} must end in .gif")
         gif = prepare_output_file(args.gif, "--gif") if args.gif else None
         from iclr26.mikasa.tasks import get_spec
 

@@ -188,6 +188,11 @@ def write_gif(frames: np.ndarray, path: str | os.PathLike[str], *, fps: float = 
     path = Path(path)
     images = [Image.fromarray(f) for f in frames]
     images[0].save(
-        path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0
+        path,
+        format="GIF",
+        save_all=True,
+        append_images=images[1:],
+        duration=round(1000 / fps),
+        loop=0,
     )
     return path
