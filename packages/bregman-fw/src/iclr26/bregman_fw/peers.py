@@ -325,22 +325,9 @@ def _accbpg_dopt(H, max_iter) -> list[Trace]:
         k = len(np.trim_zeros(T, "b")) or len(T)
         out.append(Trace(label, version, F[:k], run_to(max_iter), 1.0, run_to=run_to))
 
-    def bpg_to(k):
-        def run_bpg():
-            with contextlib.redirect_stdout(io.StringIO()):
-                return accbpg.BPG(
-                    accbpg.DOptimalObj(H),
-                    accbpg.BurgEntropySimplex(),
-                    1.0,
-                    x0.copy(),
-                    k + 1,
-                    epsilon=-np.inf,
-                    linesearch=True,
-                    verbose=False,
-                )
-
-        return run_bpg
-
+    bpg_to = _accbpg_bpg_runner(
+        lambda: (accbpg.DOptimalObj(H), accbpg.BurgEntropySimplex()), 1.0, x0, linesearch=True
+    )
     _, F, _, T = bpg_to(max_iter)()
     k = len(np.trim_zeros(T, "b")) or len(T)
     out.append(
@@ -375,28 +362,33 @@ def _cvxpy_kl(A, b) -> tuple[float, float]:
     return float(prob.value), time.perf_counter() - t0
 
 
+def _accbpg_bpg_runner(problem, L, x0, *, linesearch: bool):
+    """``run_to(k)``: a callable that runs accbpg's BPG for ``k + 1`` iterations from ``x0``
+    (no early stop, nothing printed) on a fresh ``problem()`` = (objective, kernel) each call."""
+    import accbpg
+
+    def run_to(k):
+        def run():
+            obj, kernel = problem()
+            with contextlib.redirect_stdout(io.StringIO()):
+                return accbpg.BPG(obj, kernel, L, x0.copy(), k + 1, epsilon=-np.inf,
+                                  linesearch=linesearch, verbose=False)  # fmt: skip
+
+        return run
+
+    return run_to
+
+
 def _accbpg_kl(A, b, L, max_iter) -> list[Trace]:
     import accbpg
 
     n = A.shape[1]
     x0 = np.full(n, 1.0 / n)
 
-    def run_to(k):
-        def run():
-            with contextlib.redirect_stdout(io.StringIO()):
-                return accbpg.BPG(
-                    accbpg.KLdivRegression(A, b),
-                    accbpg.ShannonEntropySimplex(),
-                    L,
-                    x0.copy(),
-                    k + 1,
-                    epsilon=-np.inf,
-                    linesearch=False,
-                    verbose=False,
-                )
-
-        return run
-
+    run_to = _accbpg_bpg_runner(
+        lambda: (accbpg.KLdivRegression(A, b), accbpg.ShannonEntropySimplex()), L, x0,
+        linesearch=False,
+    )  # fmt: skip
     _, F, _, T = run_to(max_iter)()
     k = len(np.trim_zeros(T, "b")) or len(T)
     return [
