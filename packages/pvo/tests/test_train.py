@@ -3,10 +3,12 @@ steps, and clear errors for bad input before any training."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from iclr26.pvo.agents import AgentConfig
+from iclr26.pvo.agents import AgentConfig, create, create_states
 from iclr26.pvo.data import OfflineDataset, make_dataset
 from iclr26.pvo.envs import hidden_reward
 from iclr26.pvo.reward_model import fit_reward_models
@@ -160,3 +162,29 @@ def test_learning_sanity_pvo_learns_from_expert_data_and_bc_does_not_from_random
     bc = train_offline(AgentConfig(algo="bc", hidden=(64, 64)), rnd, None, steps=2000,
                        eval_every=1000, seeds=[0, 1, 2])  # fmt: skip
     assert np.median(bc.final_scores) < 20, bc.final_scores
+
+
+def test_create_states_equals_vmapped_create():
+    """The shared per-shape program gives exactly ``vmap(create)`` under the agent's own config
+    (another agent and learning rate than the shape-only config it compiles)."""
+    keys = jnp.stack([jax.random.key(s) for s in (0, 3)])
+    cfg = AgentConfig(algo="td3bc_va", hidden=(16,), lr=1e-3, max_action=1.0)
+    want = jax.jit(jax.vmap(lambda k: create(k, 3, 1, cfg)))(keys)
+    got = create_states(keys, 3, 1, cfg)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "needle"),
+    [
+        ((jnp.zeros(2), 3, 1, AgentConfig()), ValueError, "keys"),
+        ((jnp.stack([jax.random.key(0)]), 0, 1, AgentConfig()), ValueError, "obs_dim"),
+        ((jnp.stack([jax.random.key(0)]), 3, 1.5, AgentConfig()), TypeError, "act_dim"),
+        ((jnp.stack([jax.random.key(0)]), 3, 1, {"algo": "pvo"}), TypeError, "cfg"),
+    ],
+)
+def test_create_states_refuses_bad_input(args, error, needle):
+    with pytest.raises(error, match=needle):
+        create_states(*args)

@@ -14,7 +14,15 @@ __version__ = _version("iclr26-pvo")
 __getattr__, __dir__, __all__ = lazy.attach(
     __name__,
     submod_attrs={
-        "agents": ["ALGOS", "AgentConfig", "AgentState", "act", "create", "update"],
+        "agents": [
+            "ALGOS",
+            "AgentConfig",
+            "AgentState",
+            "act",
+            "create",
+            "create_states",
+            "update",
+        ],
         "data": [
             "DATASETS",
             "OfflineDataset",

@@ -31,6 +31,7 @@ Defaults are CORL's IQL (expectile 0.7, AWR weight exp(3·A) clipped at 100, Ada
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -41,9 +42,9 @@ import optax
 from iclr26.pvo import losses
 from iclr26.pvo.nets import GaussianActor, TwinQ, ValueNet
 from iclr26.pvo.reward_model import reward_apply
-from iclr26.shared import check_choice, check_range
+from iclr26.shared import check_choice, check_int, check_range
 
-__all__ = ["ALGOS", "AgentConfig", "AgentState", "act", "create", "update"]
+__all__ = ["ALGOS", "AgentConfig", "AgentState", "act", "create", "create_states", "update"]
 
 ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va", "td3bc", "td3bc_va", "cpl", "bc")
 VALUE_ALGOS = ("pvo", "iql", "oracle_iql", "ipl", "xql", "xql_va")
@@ -133,6 +134,30 @@ def create(key: jax.Array, obs_dim: int, act_dim: int, cfg: AgentConfig) -> Agen
     opt = optax.adam(cfg.lr)
     return AgentState(
         q, q, v, actor, actor, opt.init(q), opt.init(v), opt.init(actor), jnp.zeros((), jnp.int32)
+    )
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _create_batch(keys: jax.Array, obs_dim: int, act_dim: int, shapes: AgentConfig) -> AgentState:
+    return jax.vmap(lambda k: create(k, obs_dim, act_dim, shapes))(keys)
+
+
+def create_states(keys: jax.Array, obs_dim: int, act_dim: int, cfg: AgentConfig) -> AgentState:
+    """:func:`create` for a stack of keys (one state per key, stacked on a leading axis), as one
+    compiled program per network shape: the same values as ``jax.vmap(create)``, which, un-jitted,
+    runs the flax initialisers op by op and compiles each op (seconds of a fresh process)."""
+    if not isinstance(cfg, AgentConfig):
+        raise TypeError(f"cfg must be an AgentConfig, got {type(cfg).__name__}")
+    keys = jnp.asarray(keys)
+    if keys.ndim != 1 or not jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        raise ValueError(
+            f"keys must be a 1-D array of jax.random.key()s, got {keys.dtype}{keys.shape}"
+        )
+    # the initial state depends only on the networks' shapes, so every agent with the same
+    # widths shares one compiled program
+    shapes = AgentConfig(hidden=cfg.hidden, max_action=cfg.max_action)
+    return _create_batch(
+        keys, check_int(obs_dim, "obs_dim", low=1), check_int(act_dim, "act_dim", low=1), shapes
     )
 
 

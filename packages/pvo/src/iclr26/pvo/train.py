@@ -26,7 +26,7 @@ from iclr26.pvo.agents import (
     AgentConfig,
     AgentState,
     act,
-    create,
+    create_states,
     update,
 )
 from iclr26.pvo.data import OfflineDataset, reference_returns
@@ -176,9 +176,7 @@ def train_offline(
         "prefs": labelled if (labelled is not None and cfg.algo in NEEDS_LABELS) else empty,
     }
     ref = reference_returns(reward)
-    states = jax.vmap(lambda k: create(k, obs_dim, act_dim, cfg))(
-        jnp.stack([jax.random.key(s) for s in seeds])
-    )
+    states = create_states(jnp.stack([jax.random.key(s) for s in seeds]), obs_dim, act_dim, cfg)
     keys = jnp.stack([jax.random.key(s + 1_000_003) for s in seeds])
     done_steps, eval_steps, scores = 0, [], []
     fp = _fingerprint(
