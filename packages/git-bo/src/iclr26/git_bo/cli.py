@@ -31,6 +31,10 @@ _FUNCTIONS = ("ackley", "rosenbrock", "levy", "styblinski-tang", "rover")
 # LassoBench's synthetic problems (the dimension is the benchmark's: 60, 100, 300, 1000)
 _LASSO = {"lasso-simple": ("synt_simple", 60), "lasso-medium": ("synt_medium", 100),
           "lasso-high": ("synt_high", 300), "lasso-hard": ("synt_hard", 1000)}  # fmt: skip
+# MuJoCo linear-policy search (needs the [mujoco] extra): gymnasium id and D = actions x observations
+_MUJOCO = {"mujoco-swimmer": ("Swimmer-v5", 16), "mujoco-hopper": ("Hopper-v5", 33),
+           "mujoco-walker2d": ("Walker2d-v5", 102), "mujoco-halfcheetah": ("HalfCheetah-v5", 102),
+           "mujoco-ant": ("Ant-v5", 840)}  # fmt: skip
 
 
 def _optimize_setup(parser: argparse.ArgumentParser):
@@ -39,11 +43,13 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                       help="a Python function 'package.module:function' taking a (D,) NumPy array "
                       "and returning a number (minimised unless --maximize); the current folder "
                       "is importable")  # fmt: skip
-    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits"),
+    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits", *_MUJOCO),
                       help="an embedded test problem on [0, 1]^D, the rover trajectory "
                       "problem (D = 2 x control points), or a LassoBench synthetic weighted-Lasso "
                       "problem (its own D: 60, 100, 300, 1000; --dim optional), or SVM hyperparameter "
-                      "tuning on scikit-learn's digits (D = 66), instead of --objective")  # fmt: skip
+                      "tuning on scikit-learn's digits (D = 66), or a linear policy on a MuJoCo "
+                      "task (minus its return; Swimmer D = 16, Hopper 33, Walker2d and HalfCheetah "
+                      "102, Ant 840; --seed seeds the episode), instead of --objective")  # fmt: skip
     parser.add_argument(
         "--dim", type=int_arg(low=1), help="dimension D (with --lower/--upper or --problem)"
     )
@@ -113,6 +119,14 @@ def _optimize_setup(parser: argparse.ArgumentParser):
             from iclr26.git_bo.problems import SVMDigits
 
             f = SVMDigits(seed=args.seed)
+            bounds = f.bounds
+        elif args.problem in _MUJOCO:
+            env, d = _MUJOCO[args.problem]
+            if args.dim is not None and args.dim != d:
+                raise ValueError(f"--dim {args.dim}: {args.problem} has D = {d}")
+            from iclr26.git_bo.problems import MujocoPolicy
+
+            f = MujocoPolicy(env, seed=args.seed)
             bounds = f.bounds
         elif args.problem is not None:
             if args.dim is None:
