@@ -18,6 +18,7 @@ from iclr26.shared import (
     float_arg,
     int_arg,
     make_cli,
+    prepare_output_dir,
     prepare_output_file,
     write_json,
 )
@@ -228,6 +229,63 @@ def _train_setup(parser: argparse.ArgumentParser):
     return run
 
 
+# names of experiments.REAL_PROBLEMS and experiments.METHODS (kept here: --help imports no torch;
+# a test checks they agree)
+REAL_PROBLEM_NAMES = ("lasso-medium", "lasso-high", "svm-digits", "hopper")
+METHOD_NAMES = ("random", "center-box", "vanilla-bo", "turbo", "saasbo", "tpe", "gi-pfn-best",
+                "gi-pfn-mean", "gi-pfn-randU", "pfn-full", "gi-rff-best", "gi-rff-mean",
+                "gi-rff-randU", "gi-gp-best")  # fmt: skip
+
+
+def _names_arg(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in allowed]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(
+                f"{what}: a comma-separated list of {', '.join(allowed)} (got {text!r})"
+            )
+        return names
+
+    return parse
+
+
+def _compare_setup(parser: argparse.ArgumentParser):
+    parser.add_argument("--problems", type=_names_arg(REAL_PROBLEM_NAMES, "--problems"),
+                        default=list(REAL_PROBLEM_NAMES),
+                        help=f"comma-separated, of {', '.join(REAL_PROBLEM_NAMES)} (default: all)")  # fmt: skip
+    parser.add_argument("--methods", type=_names_arg(METHOD_NAMES, "--methods"),
+                        default=["random", "tpe", "turbo", "gi-rff-best", "gi-rff-mean",
+                                 "gi-pfn-best"],
+                        help=f"comma-separated, of {', '.join(METHOD_NAMES)} (default: the "
+                        "default reproduce's: random, tpe, turbo, gi-rff-best, gi-rff-mean, "
+                        "gi-pfn-best)")  # fmt: skip
+    parser.add_argument("--budget", type=int_arg(low=3), default=50,
+                        help="evaluations per run, initial design included")  # fmt: skip
+    parser.add_argument("--n-init", type=int_arg(low=2), default=20, help="initial Sobol design")
+    parser.add_argument("--seeds", type=int_arg(low=1), default=2, help="runs per method")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--out", type=Path, default=Path("reports/git-bo/compare"),
+                        help="output folder")  # fmt: skip
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.budget < args.n_init:
+            raise ValueError(f"--budget {args.budget} is below --n-init {args.n_init}")
+        out = prepare_output_dir(args.out)
+        from iclr26.git_bo.experiments import compare
+
+        report = compare(args.problems, args.methods, budget=args.budget, n_init=args.n_init,
+                         seeds=args.seeds, seed=args.seed, progress=not args.no_progress)  # fmt: skip
+        report.finish()
+        print(report.to_markdown(), flush=True)
+        path = report.write(out)
+        print(f"wrote {path} and report.json with figures")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "git-bo",
     reproduce="iclr26.git_bo.experiments:reproduce",
@@ -236,5 +294,7 @@ main = make_cli(
     commands={
         "optimize": ("minimise (or maximise) an objective with GIT-BO", _optimize_setup),
         "train-pfn": ("train the in-context PFN surrogate on GP prior samples", _train_setup),
+        "compare": ("methods side by side on the real problems (Lasso, SVM, MuJoCo)",
+                    _compare_setup),
     },
 )
