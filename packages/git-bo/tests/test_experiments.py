@@ -75,6 +75,5 @@ def test_compare_report():
     rep = compare(["hopper"], ["random", "gi-rff-best"], budget=6, n_init=4, seeds=1)
     assert rep.config["command"] == "compare"
     (table,) = [t for t in rep.tables if "Real problems" in t.title]
-    assert [r["method"] for r in table.rows] == [METHODS[m][0] for m in ("random",
-                                                                         "gi-rff-best")]
+    assert [r["method"] for r in table.rows] == [METHODS[m][0] for m in ("random", "gi-rff-best")]
     assert len(rep.checks) == 1  # GI-RFF vs random search

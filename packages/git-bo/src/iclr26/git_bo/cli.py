@@ -294,7 +294,9 @@ main = make_cli(
     commands={
         "optimize": ("minimise (or maximise) an objective with GIT-BO", _optimize_setup),
         "train-pfn": ("train the in-context PFN surrogate on GP prior samples", _train_setup),
-        "compare": ("methods side by side on the real problems (Lasso, SVM, MuJoCo)",
-                    _compare_setup),
+        "compare": (
+            "methods side by side on the real problems (Lasso, SVM, MuJoCo)",
+            _compare_setup,
+        ),
     },
 )
