@@ -332,6 +332,10 @@ def compare(problems: list[str], methods: list[str], *, budget: int = 50, n_init
                     config={"command": "compare", "problems": problems, "methods": methods,
                             "budget": budget, "n_init": n_init, "seeds": seeds})  # fmt: skip
     _real_section(report, problems, methods, budget, n_init, seeds, seed, progress)
+    if not report.tables:
+        raise ValueError(
+            "problems: nothing left to compare (hopper needs pip install 'iclr26-git-bo[mujoco]')"
+        )
     return report
 
 
