@@ -8,10 +8,12 @@ from iclr26.git_bo import (
     GITBO,
     Embedded,
     GPSurrogate,
+    MujocoPolicy,
     PFNSurrogate,
     RFFSurrogate,
     Rover,
     TabPFNSurrogate,
+    UnitCube,
     acquisition_values,
     active_subspace,
     captured_fraction,
@@ -29,6 +31,7 @@ from iclr26.git_bo import (
     ucb,
 )
 from iclr26.git_bo.baselines import SAASBO, TPE, TuRBO1, saasbo, tpe, turbo
+from iclr26.git_bo.experiments import compare, real_problem
 
 T = torch.tensor
 f64 = torch.float64
@@ -237,6 +240,16 @@ CASES = [
     ("rover n_points", lambda: Rover(n_points=2), ValueError, "n_points"),
     ("rover n_trees float", lambda: Rover(n_trees=3.0), TypeError, "n_trees"),
     ("rover x length", lambda: Rover(n_points=4, n_trees=0)(np.zeros(3)), ValueError, "entries"),
+    ("mujoco env", lambda: MujocoPolicy("NoSuchEnv-v0"), ValueError, "env"),
+    ("mujoco horizon 0", lambda: MujocoPolicy(horizon=0), ValueError, "horizon"),
+    ("mujoco episodes float", lambda: MujocoPolicy(episodes=1.0), TypeError, "episodes"),
+    ("mujoco x nan", lambda: MujocoPolicy(horizon=1)(np.full(16, np.nan)), ValueError, "x must"),
+    ("unit cube not callable", lambda: UnitCube(3), TypeError, "callable"),
+    ("unit cube no bounds", lambda: UnitCube(lambda x: 0.0), ValueError, "bounds"),
+    ("compare problem", lambda: compare(["rosenbrock"], ["random"]), ValueError, "problems"),
+    ("compare method", lambda: compare(["lasso-medium"], ["cma"]), ValueError, "methods"),
+    ("compare budget", lambda: compare(["hopper"], ["random"], budget=5), ValueError, "budget"),
+    ("real problem", lambda: real_problem("mopta"), ValueError, "name"),
     ("turbo dim 0", lambda: TuRBO1(0), ValueError, "dim"),
     ("turbo n_init float", lambda: TuRBO1(3, n_init=4.0), TypeError, "n_init"),
     ("turbo length", lambda: TuRBO1(3, length_init=2.0), ValueError, "length_init"),

@@ -70,9 +70,11 @@ def test_user_errors_are_one_line(tmp_path, capsys):
     assert main(["optimize", "--problem", "rover", "--dim", "9", "--budget", "5"]) == 2
     assert main(["optimize", "--problem", "lasso-simple", "--dim", "50", "--budget", "5"]) == 2
     assert main(["optimize", "--problem", "svm-digits", "--dim", "60", "--budget", "5"]) == 2
+    assert main(["optimize", "--problem", "mujoco-hopper", "--dim", "30", "--budget", "5"]) == 2
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.startswith("iclr26-git-bo: error")]
-    assert len(lines) == 9
+    assert len(lines) == 10
+    assert "mujoco-hopper has D = 33" in err
     assert "svm-digits has D = 66" in err
     assert "lasso-simple has D = 60" in err
     assert "rover needs an even D" in err
@@ -129,6 +131,18 @@ def test_optimize_lasso_synthetic(tmp_path):
     assert best["n_evals"] == 6
     assert best["surrogate"] == "pfn"
     assert len(best["best_x"]) == 60
+    assert all(-1 <= v <= 1 for v in best["best_x"])
+
+
+def test_optimize_mujoco_policy(tmp_path):
+    pytest.importorskip("gymnasium")
+    res = tmp_path / "best.json"
+    args = ["optimize", "--problem", "mujoco-hopper", "--surrogate", "rff", "--n-init", "4",
+            "--n-candidates", "100", "--budget", "6", "--result", str(res), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    best = json.loads(res.read_text())
+    assert best["n_evals"] == 6
+    assert len(best["best_x"]) == 33
     assert all(-1 <= v <= 1 for v in best["best_x"])
 
 

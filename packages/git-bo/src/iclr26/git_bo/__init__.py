@@ -24,7 +24,15 @@ __getattr__, __dir__, __all__ = lazy.attach(
         ],
         "optimizer": ["GITBO", "Result", "minimize", "read_history"],
         "pfn": ["InContextPFN", "load_pfn", "save_pfn", "train_pfn", "sample_prior_batch"],
-        "problems": ["Embedded", "LassoSynthetic", "Rover", "SVMDigits", "load_objective"],
+        "problems": [
+            "Embedded",
+            "LassoSynthetic",
+            "MujocoPolicy",
+            "Rover",
+            "SVMDigits",
+            "UnitCube",
+            "load_objective",
+        ],
         "subspace": [
             "Subspace",
             "active_subspace",

@@ -18,6 +18,7 @@ from iclr26.shared import (
     float_arg,
     int_arg,
     make_cli,
+    prepare_output_dir,
     prepare_output_file,
     write_json,
 )
@@ -31,6 +32,10 @@ _FUNCTIONS = ("ackley", "rosenbrock", "levy", "styblinski-tang", "rover")
 # LassoBench's synthetic problems (the dimension is the benchmark's: 60, 100, 300, 1000)
 _LASSO = {"lasso-simple": ("synt_simple", 60), "lasso-medium": ("synt_medium", 100),
           "lasso-high": ("synt_high", 300), "lasso-hard": ("synt_hard", 1000)}  # fmt: skip
+# MuJoCo linear-policy search (needs the [mujoco] extra): gymnasium id and D = actions x observations
+_MUJOCO = {"mujoco-swimmer": ("Swimmer-v5", 16), "mujoco-hopper": ("Hopper-v5", 33),
+           "mujoco-walker2d": ("Walker2d-v5", 102), "mujoco-halfcheetah": ("HalfCheetah-v5", 102),
+           "mujoco-ant": ("Ant-v5", 840)}  # fmt: skip
 
 
 def _optimize_setup(parser: argparse.ArgumentParser):
@@ -39,11 +44,13 @@ def _optimize_setup(parser: argparse.ArgumentParser):
                       help="a Python function 'package.module:function' taking a (D,) NumPy array "
                       "and returning a number (minimised unless --maximize); the current folder "
                       "is importable")  # fmt: skip
-    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits"),
+    what.add_argument("--problem", choices=(*_FUNCTIONS, *_LASSO, "svm-digits", *_MUJOCO),
                       help="an embedded test problem on [0, 1]^D, the rover trajectory "
                       "problem (D = 2 x control points), or a LassoBench synthetic weighted-Lasso "
                       "problem (its own D: 60, 100, 300, 1000; --dim optional), or SVM hyperparameter "
-                      "tuning on scikit-learn's digits (D = 66), instead of --objective")  # fmt: skip
+                      "tuning on scikit-learn's digits (D = 66), or a linear policy on a MuJoCo "
+                      "task (minus its return; Swimmer D = 16, Hopper 33, Walker2d and HalfCheetah "
+                      "102, Ant 840; --seed seeds the episode), instead of --objective")  # fmt: skip
     parser.add_argument(
         "--dim", type=int_arg(low=1), help="dimension D (with --lower/--upper or --problem)"
     )
@@ -113,6 +120,14 @@ def _optimize_setup(parser: argparse.ArgumentParser):
             from iclr26.git_bo.problems import SVMDigits
 
             f = SVMDigits(seed=args.seed)
+            bounds = f.bounds
+        elif args.problem in _MUJOCO:
+            env, d = _MUJOCO[args.problem]
+            if args.dim is not None and args.dim != d:
+                raise ValueError(f"--dim {args.dim}: {args.problem} has D = {d}")
+            from iclr26.git_bo.problems import MujocoPolicy
+
+            f = MujocoPolicy(env, seed=args.seed)
             bounds = f.bounds
         elif args.problem is not None:
             if args.dim is None:
@@ -214,6 +229,63 @@ def _train_setup(parser: argparse.ArgumentParser):
     return run
 
 
+# names of experiments.REAL_PROBLEMS and experiments.METHODS (kept here: --help imports no torch;
+# a test checks they agree)
+REAL_PROBLEM_NAMES = ("lasso-medium", "lasso-high", "svm-digits", "hopper")
+METHOD_NAMES = ("random", "center-box", "vanilla-bo", "turbo", "saasbo", "tpe", "gi-pfn-best",
+                "gi-pfn-mean", "gi-pfn-randU", "pfn-full", "gi-rff-best", "gi-rff-mean",
+                "gi-rff-randU", "gi-gp-best")  # fmt: skip
+
+
+def _names_arg(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [n for n in names if n not in allowed]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(
+                f"{what}: a comma-separated list of {', '.join(allowed)} (got {text!r})"
+            )
+        return names
+
+    return parse
+
+
+def _compare_setup(parser: argparse.ArgumentParser):
+    parser.add_argument("--problems", type=_names_arg(REAL_PROBLEM_NAMES, "--problems"),
+                        default=list(REAL_PROBLEM_NAMES),
+                        help=f"comma-separated, of {', '.join(REAL_PROBLEM_NAMES)} (default: all)")  # fmt: skip
+    parser.add_argument("--methods", type=_names_arg(METHOD_NAMES, "--methods"),
+                        default=["random", "tpe", "turbo", "gi-rff-best", "gi-rff-mean",
+                                 "gi-pfn-best"],
+                        help=f"comma-separated, of {', '.join(METHOD_NAMES)} (default: the "
+                        "default reproduce's: random, tpe, turbo, gi-rff-best, gi-rff-mean, "
+                        "gi-pfn-best)")  # fmt: skip
+    parser.add_argument("--budget", type=int_arg(low=3), default=50,
+                        help="evaluations per run, initial design included")  # fmt: skip
+    parser.add_argument("--n-init", type=int_arg(low=2), default=20, help="initial Sobol design")
+    parser.add_argument("--seeds", type=int_arg(low=1), default=2, help="runs per method")
+    parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
+    parser.add_argument("--out", type=Path, default=Path("reports/git-bo/compare"),
+                        help="output folder")  # fmt: skip
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.budget < args.n_init:
+            raise ValueError(f"--budget {args.budget} is below --n-init {args.n_init}")
+        out = prepare_output_dir(args.out)
+        from iclr26.git_bo.experiments import compare
+
+        report = compare(args.problems, args.methods, budget=args.budget, n_init=args.n_init,
+                         seeds=args.seeds, seed=args.seed, progress=not args.no_progress)  # fmt: skip
+        report.finish()
+        print(report.to_markdown(), flush=True)
+        path = report.write(out)
+        print(f"wrote {path} and report.json with figures")
+        return 0
+
+    return run
+
+
 main = make_cli(
     "git-bo",
     reproduce="iclr26.git_bo.experiments:reproduce",
@@ -222,5 +294,9 @@ main = make_cli(
     commands={
         "optimize": ("minimise (or maximise) an objective with GIT-BO", _optimize_setup),
         "train-pfn": ("train the in-context PFN surrogate on GP prior samples", _train_setup),
+        "compare": (
+            "methods side by side on the real problems (Lasso, SVM, MuJoCo)",
+            _compare_setup,
+        ),
     },
 )

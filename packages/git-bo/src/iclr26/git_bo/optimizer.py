@@ -130,6 +130,10 @@ class GITBO:
         true_basis: optional ``(D, d_e)`` true subspace; records the captured fraction of ``U_r``.
         seed: seeds the initial design, candidates and TS draws.
         surrogate_kwargs: passed to the surrogate when it is given by name.
+
+    After each BO step, ``basis_`` (``U_r``, ``(D, r)``), ``origin_`` (``x₀`` in unit-cube
+    coordinates; ``None`` for full-box candidates) and ``candidates_`` (the ``(M, D)`` unit-cube
+    candidates scored, whose mean gradients build the next step's ``H``) describe it.
     """
 
     def __init__(
@@ -206,6 +210,8 @@ class GITBO:
         self.times: dict[str, list[float]] = {p: [] for p in PHASES}
         self.diagnostics: list[dict[str, Any]] = []
         self.basis_: torch.Tensor | None = None
+        self.candidates_: torch.Tensor | None = None
+        self.origin_: torch.Tensor | None = None
         self._t = 0
 
     # --- coordinates
@@ -293,6 +299,8 @@ class GITBO:
             warnings.warn("non-finite surrogate gradients replaced by 0", stacklevel=2)
             grads = torch.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
         self._grads = grads.detach()
+        self.candidates_ = cand.detach()
+        self.origin_ = None if diag["candidates"] != "subspace" else x0.detach()
         t3 = time.perf_counter()
         scores = acquisition_values(self.acquisition, mean, var, best=float(y.max()),
                                     beta=self.beta, t=t, generator=gen)  # fmt: skip

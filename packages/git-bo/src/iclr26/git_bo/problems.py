@@ -24,8 +24,10 @@ __all__ = [
     "LASSO_BENCHES",
     "Embedded",
     "LassoSynthetic",
+    "MujocoPolicy",
     "Rover",
     "SVMDigits",
+    "UnitCube",
     "load_objective",
 ]
 
@@ -349,6 +351,125 @@ class SVMDigits:
         w, C, gamma = self.hyperparameters(x)
         model = SVC(C=C, gamma=gamma).fit(self.X_train * w, self.y_train)
         return float(np.mean(model.predict(self.X_val * w) != self.y_val))
+
+
+class MujocoPolicy:
+    """Linear-policy search on a gymnasium MuJoCo task, the policy-search problems of the
+    high-dimensional BO literature (TuRBO, LA-MCTS and later papers: Swimmer, Hopper, Ant); to be
+    minimised.
+
+    ``x ∈ [-1, 1]^(a · o)`` is the row-major ``(a, o)`` matrix ``W`` of a deterministic linear
+    policy ``u_t = clip(W s_t, low, high)`` (``o`` observation and ``a`` action dimensions; the
+    raw observation, no running normalisation). The value is minus the undiscounted return of an
+    episode of at most ``horizon`` steps, averaged over ``episodes`` episodes whose resets are
+    seeded ``seed, seed + 1, ...``, so the same ``x`` always gives the same value (MuJoCo's
+    simulation is deterministic). Swimmer-v5 gives ``D = 2 · 8 = 16``, Hopper-v5 ``3 · 11 = 33``,
+    Walker2d-v5 and HalfCheetah-v5 ``6 · 17 = 102``, Ant-v5 ``8 · 105 = 840``.
+
+    Needs the ``[mujoco]`` extra (``gymnasium[mujoco]``).
+
+    Args:
+        env: a gymnasium MuJoCo environment id with a continuous (box) action space.
+        horizon: the most steps per episode (gymnasium's limit for these tasks is 1,000).
+        episodes: episodes averaged per evaluation.
+        seed: the first episode's reset seed.
+    """
+
+    def __init__(self, env: str = "Swimmer-v5", *, horizon: int = 1000, episodes: int = 1,
+                 seed: int = 0) -> None:  # fmt: skip
+        from iclr26.shared import MissingDependencyError
+
+        if not isinstance(env, str) or not env:
+            raise TypeError(f"env must be a gymnasium environment id, got {env!r}")
+        check_int(horizon, "horizon", low=1)
+        check_int(episodes, "episodes", low=1)
+        check_int(seed, "seed", low=0, high=2**31 - 1)
+        try:
+            import gymnasium as gym
+        except ImportError as err:  # pragma: no cover - the extra is installed in the tests
+            raise MissingDependencyError(
+                f"MujocoPolicy needs gymnasium with MuJoCo ({err}): "
+                "pip install 'iclr26-git-bo[mujoco]'"
+            ) from err
+        try:
+            self._env = gym.make(env)
+        except gym.error.Error as err:
+            raise ValueError(f"env {env!r} cannot be made by gymnasium ({err})") from err
+        obs_space, act_space = self._env.observation_space, self._env.action_space
+        if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1:
+            raise ValueError(f"env {env!r} needs a 1-D continuous action space, got {act_space}")
+        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+            raise ValueError(f"env {env!r} needs a 1-D box observation, got {obs_space}")
+        self.env_id, self.horizon, self.episodes, self.seed = env, horizon, episodes, seed
+        self.obs_dim, self.act_dim = int(obs_space.shape[0]), int(act_space.shape[0])
+        self.low = np.asarray(act_space.low, dtype=np.float64)
+        self.high = np.asarray(act_space.high, dtype=np.float64)
+        self.dim = self.obs_dim * self.act_dim
+        self.bounds = np.stack([-np.ones(self.dim), np.ones(self.dim)])
+        self.optimal_value = None  # unknown
+        self.name = f"mujoco-{env}-D{self.dim}"
+
+    def policy(self, x: Any) -> np.ndarray:
+        """The ``(act_dim, obs_dim)`` policy matrix ``W`` encoded by ``x``."""
+        xa = np.asarray(x, dtype=np.float64).reshape(-1)
+        if xa.shape[0] != self.dim:
+            raise ValueError(f"x must have {self.dim} entries, got {xa.shape[0]}")
+        if not np.isfinite(xa).all():
+            raise ValueError("x must be finite")
+        return xa.reshape(self.act_dim, self.obs_dim)
+
+    def rollout(self, x: Any, seed: int) -> float:
+        """The undiscounted return of one episode of the policy ``x`` from the reset ``seed``."""
+        W = self.policy(x)
+        obs, _ = self._env.reset(seed=int(seed))
+        total = 0.0
+        for _ in range(self.horizon):
+            action = np.clip(W @ np.asarray(obs, dtype=np.float64), self.low, self.high)
+            obs, reward, terminated, truncated, _ = self._env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return total
+
+    def __call__(self, x: Any) -> float:
+        """Minus the mean return of the policy ``x`` over ``episodes`` seeded episodes."""
+        self.policy(x)  # validates before any episode
+        returns = [self.rollout(x, self.seed + i) for i in range(self.episodes)]
+        return -float(np.mean(returns))
+
+    def close(self) -> None:
+        """Close the gymnasium environment."""
+        self._env.close()
+
+
+class UnitCube:
+    """A problem on a box ``bounds (2, D)`` seen on ``[0, 1]^D`` (the peers' common domain).
+
+    ``UnitCube(p)(u) = p(lower + u (upper − lower))``; ``dim``, ``name`` and ``optimal_value`` are
+    ``p``'s; ``bounds`` is the unit cube; ``to_box(u)`` maps a point back.
+    """
+
+    def __init__(self, problem: Any) -> None:
+        if not callable(problem):
+            raise TypeError(f"problem must be callable, got {type(problem).__name__}")
+        b = np.asarray(getattr(problem, "bounds", None), dtype=np.float64)
+        if b.ndim != 2 or b.shape[0] != 2 or not np.isfinite(b).all() or not (b[0] < b[1]).all():
+            raise ValueError("problem must have finite bounds (2, D) with lower < upper")
+        self.problem, self.lower, self.width = problem, b[0], b[1] - b[0]
+        self.dim = int(b.shape[1])
+        self.bounds = np.stack([np.zeros(self.dim), np.ones(self.dim)])
+        self.name = getattr(problem, "name", type(problem).__name__)
+        self.optimal_value = getattr(problem, "optimal_value", None)
+
+    def to_box(self, u: Any) -> np.ndarray:
+        """``lower + u (upper − lower)``."""
+        ua = np.asarray(u, dtype=np.float64)
+        if ua.shape[-1] != self.dim:
+            raise ValueError(f"u must have {self.dim} entries, got {ua.shape[-1]}")
+        return self.lower + ua * self.width
+
+    def __call__(self, u: Any) -> float:
+        return self.problem(self.to_box(u))
 
 
 def load_objective(spec: str) -> Callable[[np.ndarray], float]:
