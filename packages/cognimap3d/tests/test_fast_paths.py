@@ -172,3 +172,14 @@ def test_observed_flow_does_not_depend_on_call_history(rng):
     observed_flow(a, c)
     np.testing.assert_array_equal(observed_flow(a, b), first)
     np.testing.assert_array_equal(observed_flow(a, b), first)
+
+
+def test_icp_leaves_blas_and_openmp_thread_counts_as_they_were(rng, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    src, dst, T0 = _partial_overlap(rng)
+    icp_module = importlib.import_module("iclr26.cognimap3d.icp")
+    monkeypatch.setattr(icp_module, "THREADED_QUERY_MIN", 64)  # use the search pool too
+    before = [(i["filepath"], i["num_threads"]) for i in threadpool_info()]
+    icp(src, dst, T0, max_iter=5, max_corr=0.1, workers=2)
+    assert [(i["filepath"], i["num_threads"]) for i in threadpool_info()] == before

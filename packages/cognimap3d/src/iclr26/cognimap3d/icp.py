@@ -119,13 +119,15 @@ def _threadpools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _single_thread() -> None:
-    _threadpools().limit(limits=1)  # per thread in OpenMP: this pool thread keeps it
+def _single_omp_thread() -> None:
+    # OpenMP's thread count is per calling thread: this pool thread keeps it (BLAS's limit is
+    # process-wide, so it is set only for the duration of an icp call, never here)
+    _threadpools().select(internal_api="openmp").limit(limits=1)
 
 
 @cache
 def _pool(n: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(n, thread_name_prefix="icp-query", initializer=_single_thread)
+    return ThreadPoolExecutor(n, thread_name_prefix="icp-query", initializer=_single_omp_thread)
 
 
 def _query(tree: KDTree, pts: np.ndarray, k: int, bound: float, workers: int):
