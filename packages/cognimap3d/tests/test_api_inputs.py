@@ -29,6 +29,7 @@ from iclr26.cognimap3d import (
     observed_flow,
     recon_metrics,
     rpe,
+    tree_points,
     umeyama,
     warp_depth,
 )
@@ -73,6 +74,7 @@ CASES = [
     (lambda: icp(P3, P3, tol=-1), ValueError, "tol"),
     (lambda: icp(P3, P3, workers=0), ValueError, "workers"),
     (lambda: kdtree(P3[:, :2]), ValueError, "points"),
+    (lambda: tree_points(P3), TypeError, "tree"),
     (lambda: median_depth(ZERO_D), ValueError, "depth"),
     (lambda: gray_u8(np.ones((4, 4, 2))), ValueError, "img"),
     (lambda: warp_depth(D, K, E, np.stack([E, NOT_ROT])), ValueError, "T_w_dst"),

@@ -1,6 +1,8 @@
 """The fast paths (batched warps, one-validation umeyama, pruned ICP searches, OpenCV median)
 compute exactly what the plain per-pair / full-search formulas compute."""
 
+import importlib
+
 import numpy as np
 import pytest
 from scipy import ndimage
@@ -9,7 +11,7 @@ from scipy.spatial import cKDTree
 from iclr26.cognimap3d import backproject, ego_flow, icp, umeyama
 from iclr26.cognimap3d.camera import median_depth
 from iclr26.cognimap3d.flow import gray_u8, observed_flow, warp_depth
-from iclr26.cognimap3d.icp import kdtree
+from iclr26.cognimap3d.icp import kdtree, tree_points
 from iclr26.cognimap3d.se3 import exp_se3, exp_so3
 
 K = np.array([[60.0, 0.3, 39.5], [0, 58.0, 31.5], [0, 0, 1]])
@@ -84,16 +86,18 @@ def test_umeyama_without_checks_equals_checked(rng):
         np.testing.assert_allclose(a[2], b[2], atol=1e-9)
 
 
-def _icp_full_search(src, dst, T, max_iter, max_corr):
-    """Textbook point-to-point ICP: every point searched every iteration."""
+def _icp_full_search(src, dst, T, max_iter, max_corr, with_scale=False, trim=1.0):
+    """Textbook point-to-point ICP: every point searched every iteration (scipy's cKDTree)."""
     tree = cKDTree(dst)
     for _ in range(max_iter):
         moved = src @ T[:3, :3].T + T[:3, 3]
         d, idx = tree.query(moved, distance_upper_bound=max_corr)
-        ok = np.isfinite(d)
-        _, R, t = umeyama(src[ok], dst[idx[ok]], with_scale=False)
+        ok = np.flatnonzero(np.isfinite(d))
+        if trim < 1.0:
+            ok = ok[d[ok] <= np.quantile(d[ok], trim)]
+        s, R, t = umeyama(src[ok], dst[idx[ok]], with_scale=with_scale)
         T_new = np.eye(4)
-        T_new[:3, :3], T_new[:3, 3] = R, t
+        T_new[:3, :3], T_new[:3, 3] = s * R, t
         delta = np.abs(T_new - T).max()
         T = T_new
         if delta < 1e-5:
@@ -101,8 +105,8 @@ def _icp_full_search(src, dst, T, max_iter, max_corr):
     return T
 
 
-def test_pruned_icp_equals_full_search_icp(rng):
-    # partial overlap: half of the source lies off the target, so the pruning skips points
+def _partial_overlap(rng):
+    # half of the source lies off the target, so the cache skips points
     g = np.stack(np.meshgrid(np.linspace(0, 2, 45), np.linspace(0, 2, 45)), -1).reshape(-1, 2)
     floor = np.c_[g, 0.1 * np.sin(3 * g[:, 0])]
     wall = np.c_[g[:, 0], np.zeros(len(g)), g[:, 1]]
@@ -110,16 +114,55 @@ def test_pruned_icp_equals_full_search_icp(rng):
     shift = np.array([1.0, 0.0, 0.0])
     src = np.concatenate([floor[::3] + shift, wall[::3] + shift])
     T0 = exp_se3(np.r_[np.radians([2.0, -1.0, 3.0]), 0.03, -0.02, 0.04])
+    return src, dst, T0
+
+
+def test_cached_search_icp_equals_full_search_icp(rng, monkeypatch):
+    src, dst, T0 = _partial_overlap(rng)
     res = icp(src, dst, T0, max_iter=40, max_corr=0.1)
     want = _icp_full_search(src, dst, T0, 40, 0.1)
     assert 0.3 < res.fitness < 0.9  # a real partial overlap
     np.testing.assert_allclose(res.T, want, atol=1e-10)
-    # the same tree passed in, and searches on one thread or split over three, give the same
-    # answer (the first searches are large enough to be split)
-    assert len(src) >= 1024
+    # the same tree passed in (ours, or a scipy cKDTree), and searches on one thread or split
+    # over three (threshold lowered so that the searches are split), give the same answer
+    icp_module = importlib.import_module("iclr26.cognimap3d.icp")
+    monkeypatch.setattr(icp_module, "THREADED_QUERY_MIN", 64)
     tree = kdtree(dst)
     np.testing.assert_allclose(icp(src, tree, T0, 40, 0.1, workers=1).T, want, atol=1e-10)
     np.testing.assert_allclose(icp(src, tree, T0, 40, 0.1, workers=3).T, want, atol=1e-10)
+    np.testing.assert_allclose(icp(src, cKDTree(dst), T0, 40, 0.1).T, want, atol=1e-10)
+    # Sim(3) and trimmed ICP take the same correspondences as their full-search versions
+    sim = icp(src, dst, T0, max_iter=25, max_corr=0.1, with_scale=True)
+    want_sim = _icp_full_search(src, dst, T0, 25, 0.1, with_scale=True)
+    np.testing.assert_allclose(sim.T, want_sim, atol=1e-10)
+    trimmed = icp(src, dst, T0, max_iter=25, max_corr=0.1, trim=0.8)
+    np.testing.assert_allclose(
+        trimmed.T, _icp_full_search(src, dst, T0, 25, 0.1, trim=0.8), atol=1e-10
+    )
+
+
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 7, 20])
+def test_cached_search_fitness_and_rmse_equal_a_full_search(rng, max_iter):
+    # after any number of iterations the reported fitness and RMSE (from the cache) are a
+    # full search's at the returned transform
+    src, dst, T0 = _partial_overlap(rng)
+    res = icp(src, dst, T0, max_iter=max_iter, max_corr=0.1)
+    d, _ = cKDTree(dst).query(src @ res.T[:3, :3].T + res.T[:3, 3], distance_upper_bound=0.1)
+    ok = np.isfinite(d)
+    assert res.fitness == ok.mean()
+    np.testing.assert_allclose(res.rmse, np.sqrt(np.mean(d[ok] ** 2)), rtol=1e-12)
+
+
+def test_kdtree_finds_scipys_neighbours(rng):
+    pts = rng.normal(size=(500, 3))
+    q = rng.normal(size=(200, 3))
+    tree = kdtree(pts)
+    np.testing.assert_array_equal(tree_points(tree), pts)
+    d, i = tree.query(q, k=2, distance_upper_bound=0.4)
+    dw, iw = cKDTree(pts).query(q, k=2, distance_upper_bound=0.4)
+    np.testing.assert_allclose(d, dw, rtol=1e-12)
+    np.testing.assert_array_equal(i[np.isfinite(d)], iw[np.isfinite(dw)])
+    assert np.all(i[~np.isfinite(d)] == len(pts))  # "none" is index M, as scipy's
 
 
 def test_observed_flow_does_not_depend_on_call_history(rng):
@@ -129,3 +172,14 @@ def test_observed_flow_does_not_depend_on_call_history(rng):
     observed_flow(a, c)
     np.testing.assert_array_equal(observed_flow(a, b), first)
     np.testing.assert_array_equal(observed_flow(a, b), first)
+
+
+def test_icp_leaves_blas_and_openmp_thread_counts_as_they_were(rng, monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    src, dst, T0 = _partial_overlap(rng)
+    icp_module = importlib.import_module("iclr26.cognimap3d.icp")
+    monkeypatch.setattr(icp_module, "THREADED_QUERY_MIN", 64)  # use the search pool too
+    before = [(i["filepath"], i["num_threads"]) for i in threadpool_info()]
+    icp(src, dst, T0, max_iter=5, max_corr=0.1, workers=2)
+    assert [(i["filepath"], i["num_threads"]) for i in threadpool_info()] == before

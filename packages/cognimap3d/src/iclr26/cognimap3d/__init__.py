@@ -20,7 +20,14 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "data": ["RevisitWorld", "Sequence", "load_tum", "look_at", "make_visits", "save_tum"],
         "flow": ["ego_flow", "fb_consistency", "gray_u8", "observed_flow", "warp_depth"],
         "graph": ["PoseGraph"],
-        "icp": ["IcpResult", "estimate_normals", "icp", "kdtree"],
+        "icp": [
+            "THREADED_QUERY_MIN",
+            "IcpResult",
+            "estimate_normals",
+            "icp",
+            "kdtree",
+            "tree_points",
+        ],
         "memory": ["MemoryBank", "RelocResult", "descriptor_2d", "descriptor_3d"],
         "metrics": [
             "align_trajectory",

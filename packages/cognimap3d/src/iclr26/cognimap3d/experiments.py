@@ -124,7 +124,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         "reproduce",
         CLAIM,
         seed=seed,
-        backends=["opencv-python-headless", "scipy"],
+        backends=["opencv-python-headless", "scipy", "pykdtree"],
         config={"quick": quick, "frames_per_visit": frames, "noise_levels": list(noises)},
     )
     world = RevisitWorld(seed=seed)
@@ -453,7 +453,15 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "bench",
         "Our motion masks, numpy pose graph, ICP and memory recall against the alternatives a user would pick, side by side.",
         seed=seed,
-        backends=["opencv-python-headless", "scipy", "gtsam", "pypose", "open3d", "small_gicp"],
+        backends=[
+            "opencv-python-headless",
+            "scipy",
+            "pykdtree",
+            "gtsam",
+            "pypose",
+            "open3d",
+            "small_gicp",
+        ],
         config={"quick": quick},
     )
     frames = 30 if quick else 60
@@ -612,7 +620,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         "interleaved rounds, each the fastest of 2 calls",
         i_rows,
     )
-    ours_p2p = "numpy + cKDTree (ours) point-to-point"
+    ours_p2p = "numpy + pykdtree (ours) point-to-point"
     if "Open3D point-to-point" in i_times:
         ratio = np.array(i_times[ours_p2p]) / np.array(i_times["Open3D point-to-point"])
         report.check(

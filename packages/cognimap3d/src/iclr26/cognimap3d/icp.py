@@ -1,4 +1,4 @@
-"""Iterative closest point with scipy's cKDTree, used to verify a memory recall and to relocalise
+"""Iterative closest point on a kd-tree (pykdtree), used to verify a memory recall and to relocalise
 (spec §4.3): point-to-point (SE(3) or Sim(3), closed-form Umeyama/Kabsch updates) and
 point-to-plane (Gauss–Newton on the linearised plane residuals, target normals from PCA of
 nearest neighbours). Optional backends run the same registration in Open3D or small_gicp, for
@@ -15,26 +15,59 @@ from functools import cache
 from itertools import pairwise
 
 import numpy as np
+from pykdtree.kdtree import KDTree
 from scipy.spatial import cKDTree
+from threadpoolctl import ThreadpoolController
 
 from iclr26.cognimap3d.se3 import check_poses, exp_so3, umeyama
 from iclr26.shared.optional import MissingDependencyError, import_optional
 from iclr26.shared.validation import check_array, check_choice, check_int, check_range
 
-__all__ = ["BACKENDS", "METHODS", "IcpResult", "estimate_normals", "icp", "kdtree"]
+__all__ = [
+    "BACKENDS",
+    "METHODS",
+    "THREADED_QUERY_MIN",
+    "IcpResult",
+    "estimate_normals",
+    "icp",
+    "kdtree",
+    "tree_points",
+]
 
 METHODS = ("point_to_point", "point_to_plane")
 BACKENDS = ("scipy", "open3d", "small_gicp")
-_THREADED_QUERY_MIN = 1024
+THREADED_QUERY_MIN = 4096
+"""Searches of at least this many points are split over threads (fewer: the hand-off costs
+more than it saves; after the first iterations ICP searches far fewer points)."""
 
 
-def kdtree(points: np.ndarray) -> cKDTree:
-    """The search tree :func:`icp` builds for a target cloud ``(M, 3)``: scipy's cKDTree with
-    sliding-midpoint splits and no node compaction, which builds about twice as fast as the
-    default median splits and queries no slower on scan-like clouds. Build it once per map and
-    pass it as ``dst`` to every :func:`icp` call on that map."""
+def kdtree(points: np.ndarray) -> KDTree:
+    """The search tree :func:`icp` and :func:`estimate_normals` use for a target cloud
+    ``(M, 3)``: pykdtree's ``KDTree`` (float64; exact nearest neighbours, about twice as fast
+    per query as scipy's cKDTree on scan-like clouds). Build it once per map and pass it as
+    ``dst`` to every :func:`icp` call on that map. Its ``query(points, k,
+    distance_upper_bound=)`` follows scipy's conventions (a missing neighbour has distance
+    ``inf`` and index ``M``)."""
     check_array(points, "points", shape=(None, 3))
-    return cKDTree(np.asarray(points, dtype=float), balanced_tree=False, compact_nodes=False)
+    return KDTree(np.ascontiguousarray(points, dtype=float))
+
+
+def tree_points(tree: KDTree) -> np.ndarray:
+    """The ``(M, 3)`` points of a :func:`kdtree` (a view; pykdtree keeps them flat)."""
+    if not isinstance(tree, KDTree) or tree.ndim != 3:
+        raise TypeError(f"tree must be a 3-D kdtree(points), got {type(tree).__name__}")
+    return tree.data_pts.reshape(-1, 3)
+
+
+def _as_tree(points, name: str) -> KDTree:
+    """``points`` as a search tree: a :func:`kdtree` as is, a scipy cKDTree rebuilt from its
+    points, an array validated and indexed."""
+    if isinstance(points, KDTree):
+        return points
+    if isinstance(points, cKDTree):
+        return KDTree(np.ascontiguousarray(points.data, dtype=float))
+    check_array(points, name, shape=(None, 3))
+    return kdtree(points)
 
 
 @dataclass(frozen=True)
@@ -50,24 +83,22 @@ class IcpResult:
     converged: bool
 
 
-def estimate_normals(points: np.ndarray | cKDTree, k: int = 10) -> np.ndarray:
+def estimate_normals(points: np.ndarray | KDTree | cKDTree, k: int = 10) -> np.ndarray:
     """Unit normals ``(M, 3)``: the smallest-eigenvalue eigenvector of the covariance of each
     point's ``k`` nearest neighbours (itself included), as Open3D's ``estimate_normals``. The
     sign is arbitrary (point-to-plane residuals do not depend on it).
 
     Args:
-        points: ``(M, 3)`` points, or a prebuilt ``scipy.spatial.cKDTree`` of them.
+        points: ``(M, 3)`` points, or a prebuilt :func:`kdtree` (or scipy ``cKDTree``) of them.
         k: neighbours per point, at least 3 and at most M.
     """
-    tree = points if isinstance(points, cKDTree) else None
-    if tree is None:
-        check_array(points, "points", shape=(None, 3))
-        tree = kdtree(points)
+    tree = _as_tree(points, "points")
     check_int(k, "k", low=3)
     if k > tree.n:
         raise ValueError(f"k must be at most the number of points ({tree.n}), got {k}")
-    _, idx = tree.query(tree.data, k=k, workers=-1)
-    nb = tree.data[idx]
+    pts = tree_points(tree)
+    _, idx = tree.query(pts, k=k)
+    nb = pts[idx.astype(np.intp)]
     nb = nb - nb.mean(axis=1, keepdims=True)
     cov = np.einsum("mki,mkj->mij", nb, nb)
     _, vecs = np.linalg.eigh(cov)
@@ -81,31 +112,91 @@ def _cores() -> int:
 
 
 @cache
+def _threadpools() -> ThreadpoolController:
+    """The BLAS and OpenMP runtimes (pykdtree's included, imported above). ICP holds them to
+    one thread: its products are (N, 3) × (3, 3), which BLAS threads only slow down, and its
+    searches are split over our own pool, which hands off cheaply and does not spin."""
+    return ThreadpoolController()
+
+
+def _single_omp_thread() -> None:
+    # OpenMP's thread count is per calling thread: this pool thread keeps it (BLAS's limit is
+    # process-wide, so it is set only for the duration of an icp call, never here)
+    _threadpools().select(internal_api="openmp").limit(limits=1)
+
+
+@cache
 def _pool(n: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(n, thread_name_prefix="icp-query")
+    return ThreadPoolExecutor(n, thread_name_prefix="icp-query", initializer=_single_omp_thread)
 
 
-def _query(tree: cKDTree, pts: np.ndarray, bound: float, workers: int):
-    """Nearest neighbours within ``bound`` (``(d, idx)``, scipy's conventions). Searches of
-    ``_THREADED_QUERY_MIN`` points or more are split over ``workers`` threads (``-1``: every
-    core): the caller searches one chunk and a persistent pool the others (cKDTree releases the
-    GIL), which costs far less per call than scipy's ``workers=``, which starts new threads
-    every call. The result does not depend on the split."""
+def _query(tree: KDTree, pts: np.ndarray, k: int, bound: float, workers: int):
+    """The ``k`` nearest neighbours within ``bound`` (``(d, idx)`` of shape ``(n, k)``, scipy's
+    conventions; ``idx`` as intp). Searches of ``THREADED_QUERY_MIN`` points or more are split
+    over ``workers`` threads (``-1``: every core): the caller searches one chunk and a
+    persistent pool the others (the search releases the GIL). The result does not depend on
+    the split."""
+    pts = np.ascontiguousarray(pts)
     n_threads = _cores() if workers == -1 else workers
-    if n_threads <= 1 or len(pts) < _THREADED_QUERY_MIN:
-        return tree.query(pts, distance_upper_bound=bound)
-    cuts = np.linspace(0, len(pts), n_threads + 1).astype(int)
-    pool = _pool(n_threads - 1)
-    futures = [pool.submit(tree.query, pts[a:b], 1, 0.0, 2.0, bound) for a, b in pairwise(cuts[1:])]
-    parts = [tree.query(pts[: cuts[1]], distance_upper_bound=bound)]
-    parts += [f.result() for f in futures]
-    return np.concatenate([d for d, _ in parts]), np.concatenate([i for _, i in parts])
+    if n_threads <= 1 or len(pts) < THREADED_QUERY_MIN:
+        d, i = tree.query(pts, k=k, distance_upper_bound=bound)
+    else:
+        cuts = np.linspace(0, len(pts), n_threads + 1).astype(int)
+        pool = _pool(n_threads - 1)
+        futures = [pool.submit(tree.query, pts[a:b], k, 0.0, bound) for a, b in pairwise(cuts[1:])]
+        parts = [tree.query(pts[: cuts[1]], k=k, distance_upper_bound=bound)]
+        parts += [f.result() for f in futures]
+        d = np.concatenate([p[0] for p in parts])
+        i = np.concatenate([p[1] for p in parts])
+    return d.reshape(len(pts), k), i.reshape(len(pts), k).astype(np.intp)
 
 
-def _fitness_rmse(src: np.ndarray, tree: cKDTree, T: np.ndarray, max_corr: float, workers: int):
-    moved = src @ T[:3, :3].T + T[:3, 3]
-    d, _ = _query(tree, moved, max_corr, workers)
-    ok = np.isfinite(d)
+class _Nearest:
+    """Exact nearest target point within ``max_corr`` of every source point, for a sequence of
+    rigid or similarity motions of the source (ICP's correspondence step), searching the tree
+    only when the cache cannot prove the answer.
+
+    Each point keeps its last nearest target ``nn`` (if one lay within ``reach``) and ``lb``, a
+    lower bound on its distance to every *other* target point (to all of them when it has no
+    ``nn``). A search returns the two nearest within ``reach``: the first is ``nn``, the second
+    distance (or ``reach``) is ``lb``. Moving a point by δ lowers ``lb`` by at most δ (triangle
+    inequality). So when the exact distance to the cached ``nn`` is below ``lb``, ``nn`` is
+    still the nearest; when ``lb`` exceeds ``max_corr`` and ``nn`` is no closer, the point has
+    no target within ``max_corr``; only the remaining points are searched again. The answers
+    are those of a full search at every step. A point without ``nn`` points at a sentinel
+    target row far away (index M, pykdtree's "none found"), so its cached distance is huge."""
+
+    def __init__(self, tree: KDTree, n: int, max_corr: float, workers: int):
+        self.tree, self.max_corr, self.workers = tree, max_corr, workers
+        pts = tree_points(tree)
+        self.q = np.vstack((pts, np.full((1, 3), 1e100)))  # row M: the "none" sentinel
+        self.reach = 2.0 * max_corr
+        self.slack = 1e-9 * max_corr  # rounding of the bounds
+        self.nn = np.full(n, len(pts), dtype=np.intp)
+        self.lb = np.zeros(n)
+        self.prev: np.ndarray | None = None
+
+    def __call__(self, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(d, nn)``: distance to the nearest target point (``inf`` or huge beyond
+        ``reach``) and its index (M when none), for the source points at ``moved`` ``(n, 3)``."""
+        lb = self.lb
+        if self.prev is not None:
+            step = moved - self.prev
+            lb -= np.sqrt(np.einsum("ij,ij->i", step, step)) + self.slack
+        self.prev = moved
+        diff = moved - self.q[self.nn]
+        d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        todo = np.flatnonzero((d >= lb) & (lb <= self.max_corr))
+        if len(todo):
+            dk, ik = _query(self.tree, moved[todo], 2, self.reach, self.workers)
+            self.nn[todo] = ik[:, 0]
+            lb[todo] = np.minimum(dk[:, 1], self.reach)
+            d[todo] = dk[:, 0]
+        return d, self.nn
+
+
+def _fitness_rmse(d: np.ndarray, max_corr: float) -> tuple[float, float]:
+    ok = d <= max_corr
     fitness = float(ok.mean())
     rmse = float(np.sqrt(np.mean(d[ok] ** 2))) if ok.any() else float("inf")
     return fitness, rmse
@@ -125,7 +216,7 @@ def _plane_step(p: np.ndarray, q: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 def icp(
     src: np.ndarray,
-    dst: np.ndarray | cKDTree,
+    dst: np.ndarray | KDTree | cKDTree,
     T_init: np.ndarray | None = None,
     max_iter: int = 30,
     max_corr: float = 0.2,
@@ -142,13 +233,17 @@ def icp(
     ``T_init``. ``point_to_point`` takes the closed-form Umeyama/Kabsch update (Sim(3) with
     ``with_scale``); ``point_to_plane`` a Gauss–Newton step on the distances to the target's
     tangent planes (rigid only), which converges in fewer iterations on surfaces. Neighbour
-    searches of 1,024 points or more use ``workers`` threads (every core by default, as Open3D).
-    Points are searched again only when the triangle inequality cannot rule out a target point
-    within ``max_corr`` since their last search, so the correspondences equal a full search's.
+    searches of ``THREADED_QUERY_MIN`` points or more use ``workers`` threads (every core by
+    default, as Open3D).
+    Each point keeps its last nearest target point and a bound on its distance to all others,
+    and is searched again only when the triangle inequality cannot prove its nearest target
+    point (or that none lies within ``max_corr``), so the correspondences equal a full
+    search's at every iteration.
 
     Args:
         src: ``(N, 3)`` points to move.
-        dst: ``(M, 3)`` target points, or a prebuilt ``scipy.spatial.cKDTree`` of them.
+        dst: ``(M, 3)`` target points, or a prebuilt :func:`kdtree` of them (a scipy
+            ``cKDTree`` is accepted and re-indexed).
         T_init: initial 4×4 rigid transform (identity by default); with ``with_scale`` it may
             be a similarity (scale times a rotation).
         max_iter: iteration cap.
@@ -164,16 +259,13 @@ def icp(
             (same method; ``with_scale`` and ``trim`` only with ``"scipy"``; their own stopping
             rules, given ``tol``). Fitness and RMSE are measured here for every backend.
         workers: threads of the neighbour searches (``-1``: every core, as Open3D); searches
-            of fewer than 1,024 points run on the calling thread (a hand-off costs more). The
-            result does not depend on it.
+            of fewer than ``THREADED_QUERY_MIN`` points run on the calling thread (a hand-off
+            costs more). The result does not depend on it.
     """
     check_choice(method, "method", METHODS)
     check_choice(backend, "backend", BACKENDS)
     check_array(src, "src", shape=(None, 3))
-    tree = dst if isinstance(dst, cKDTree) else None
-    if tree is None:
-        check_array(dst, "dst", shape=(None, 3))
-        tree = kdtree(dst)
+    tree = _as_tree(dst, "dst")
     check_int(max_iter, "max_iter", low=1)
     check_int(workers, "workers", low=-1)
     if workers == 0:
@@ -203,40 +295,46 @@ def icp(
         rigid = T.copy()
         rigid[:3, :3] /= scale
         check_poses(rigid, "T_init", batch=False)
-    if backend != "scipy":
-        T, it, converged = _external(backend, method, src, tree, T, max_iter, max_corr, tol)
-        fitness, rmse = _fitness_rmse(src, tree, T, max_corr, workers)
-        return IcpResult(T=T, scale=1.0, fitness=fitness, rmse=rmse, n_iter=it, converged=converged)
-    normals = None
-    if method == "point_to_plane":
-        normals = estimate_normals(tree) if dst_normals is None else np.asarray(dst_normals, float)
-    dst_pts = tree.data
-    n_src = len(src)
-    # Exact pruning of the neighbour searches: ``lb`` is a lower bound on each point's distance
-    # to the target. A search up to ``reach`` either finds the distance or proves it exceeds
-    # ``reach``; moving the point by δ lowers the bound by at most δ (triangle inequality), so
-    # a point is searched again only once its bound falls to ``max_corr``. The inliers are the
-    # same as a full search's every iteration; points far off the map are skipped.
-    reach = 2.0 * max_corr
-    lb = np.zeros(n_src)
-    moved_prev = None
+    with _threadpools().limit(limits=1):
+        if backend != "scipy":
+            T, it, converged = _external(backend, method, src, tree, T, max_iter, max_corr, tol)
+            d, _ = _query(tree, src @ T[:3, :3].T + T[:3, 3], 1, max_corr, workers)
+            fitness, rmse = _fitness_rmse(d[:, 0], max_corr)
+            return IcpResult(
+                T=T, scale=1.0, fitness=fitness, rmse=rmse, n_iter=it, converged=converged
+            )
+        T, scale, it, converged, d = _icp_loop(
+            src, tree, T, scale, max_iter, max_corr, with_scale, tol, trim, method,
+            dst_normals, workers,
+        )  # fmt: skip
+    fitness, rmse = _fitness_rmse(d, max_corr)
+    return IcpResult(
+        T=T, scale=float(scale), fitness=fitness, rmse=rmse, n_iter=it, converged=converged
+    )
+
+
+def _icp_loop(src, tree, T, scale, max_iter, max_corr, with_scale, tol, trim, method, normals,
+              workers):  # fmt: skip
+    """The iterations of :func:`icp` on validated inputs: ``(T, scale, n_iter, converged, d)``
+    with ``d`` the final nearest-neighbour distances (for fitness and RMSE)."""
+    if method == "point_to_plane" and normals is None:
+        normals = estimate_normals(tree)
+    elif normals is not None:
+        normals = np.asarray(normals, dtype=float)
+    dst_pts = tree_points(tree)
+    nearest = _Nearest(tree, len(src), max_corr, workers)
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007 (reported as n_iter)
         moved = src @ T[:3, :3].T + T[:3, 3]
-        if moved_prev is not None:
-            step = moved - moved_prev
-            lb -= np.sqrt(np.einsum("ij,ij->i", step, step))
-        moved_prev = moved
-        act = np.flatnonzero(lb <= max_corr * (1 + 1e-9))
-        d, nn = _query(tree, moved[act], reach, workers)
-        lb[act] = np.minimum(d, reach)
-        inl = d <= max_corr
-        sel, nn, d = act[inl], nn[inl], d[inl]
+        d, nn_all = nearest(moved)
+        sel = np.flatnonzero(d <= max_corr)
         if len(sel) < (6 if normals is not None else 3):
             break
+        nn = nn_all[sel]
         if trim < 1.0:
-            keep = d <= np.quantile(d, trim)
+            ds = d[sel]
+            keep = ds <= np.quantile(ds, trim)
             sel, nn = sel[keep], nn[keep]
         if normals is None:
             s, R, t = umeyama(src[sel], dst_pts[nn], with_scale=with_scale, check_input=False)
@@ -251,15 +349,13 @@ def icp(
         if delta < tol:
             converged = True
             break
-    fitness, rmse = _fitness_rmse(src, tree, T, max_corr, workers)
-    return IcpResult(
-        T=T, scale=float(scale), fitness=fitness, rmse=rmse, n_iter=it, converged=converged
-    )
+    d, _ = nearest(src @ T[:3, :3].T + T[:3, 3])
+    return T, scale, it, converged, d
 
 
 def _external(backend, method, src, tree, T, max_iter, max_corr, tol):
     """Run the registration in Open3D or small_gicp; (T, iterations, converged)."""
-    dst = tree.data
+    dst = tree_points(tree)
     if backend == "open3d":
         try:  # not an extra: Open3D's wheels need system libraries (libusb) that pip cannot add
             import open3d as o3d

@@ -15,8 +15,8 @@ from iclr26.cognimap3d.se3 import exp_se3, invert, log_so3
 __all__ = ["icp_backend_rows", "icp_clouds"]
 
 _CANDIDATES = (
-    ("scipy", "point_to_point", "numpy + cKDTree (ours)"),
-    ("scipy", "point_to_plane", "numpy + cKDTree (ours)"),
+    ("scipy", "point_to_point", "numpy + pykdtree (ours)"),
+    ("scipy", "point_to_plane", "numpy + pykdtree (ours)"),
     ("open3d", "point_to_point", "Open3D"),
     ("open3d", "point_to_plane", "Open3D"),
     ("small_gicp", "point_to_point", "small_gicp"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.spatial import cKDTree
+from pykdtree.kdtree import KDTree
 
 from iclr26.cognimap3d.icp import icp, kdtree
 from iclr26.cognimap3d.se3 import check_poses
@@ -116,10 +116,10 @@ class SceneMemory:
     counts: np.ndarray
     last_seen: np.ndarray
     keyframes: list[Keyframe] = field(default_factory=list)
-    _tree: cKDTree | None = None
+    _tree: KDTree | None = None
 
     @property
-    def tree(self) -> cKDTree:
+    def tree(self) -> KDTree:
         """KD-tree of the points (rebuilt after updates)."""
         if self._tree is None:
             self._tree = kdtree(self.points)
@@ -369,7 +369,7 @@ class MemoryBank:
         check_int(limit, "limit", low=1)
         q = np.asarray(points, dtype=float)
         moved = q @ np.asarray(T, float)[:3, :3].T + np.asarray(T, float)[:3, 3]
-        d, idx = sc.tree.query(moved, distance_upper_bound=self.icp_max_corr, workers=-1)
+        d, idx = sc.tree.query(moved, distance_upper_bound=self.icp_max_corr)
         ok = np.flatnonzero(np.isfinite(d))
         if len(ok) > limit:
             ok = ok[np.linspace(0, len(ok) - 1, limit).round().astype(int)]

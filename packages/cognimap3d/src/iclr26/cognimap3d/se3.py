@@ -272,17 +272,23 @@ def umeyama(
     return s, R, t
 
 
+def _det3(M: np.ndarray) -> float:
+    """Determinant of a 3×3 matrix by cofactors (no LAPACK call: ICP takes one per step)."""
+    (a, b, c), (d, e, f), (g, h, i) = M.tolist()
+    return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+
+
 def _umeyama(
     src: np.ndarray, dst: np.ndarray, with_scale: bool
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Unweighted Umeyama on validated ``(N, 3)`` float arrays (same maths as :func:`umeyama`)."""
     n = src.shape[0]
-    mu_s, mu_d = src.mean(axis=0), dst.mean(axis=0)
+    mu_s, mu_d = np.add.reduce(src, axis=0) / n, np.add.reduce(dst, axis=0) / n  # = mean
     xs = src - mu_s
     cov = (dst - mu_d).T @ xs / n
     U, D, Vt = np.linalg.svd(cov)
     S = np.ones(3)
-    if np.linalg.det(U) * np.linalg.det(Vt) < 0:
+    if _det3(U) * _det3(Vt) < 0:
         S[2] = -1.0
     R = (U * S) @ Vt
     s = 1.0
