@@ -85,15 +85,20 @@ def mlp_row_cost(
     ``cost_vs_full`` is the ratio of the fastest repeats (least disturbed by other processes)."""
     import time
 
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if not isinstance(model, TinyARVideoLM):
+        raise TypeError(f"model must be a TinyARVideoLM, got {type(model).__name__}")
+    for name, v in (("batch", batch), ("repeats", repeats), ("calls", calls)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if rows is None:
         rows = sorted({1, *range(max(1, batch // 8), batch + 1, max(1, batch // 8))})
-    rows = [int(k) for k in rows]
+    rows = list(rows)
+    if not rows or any(isinstance(k, bool) or not isinstance(k, int) for k in rows):
+        raise TypeError(f"rows must be a non-empty sequence of integers, got {rows!r}")
     if any(k < 1 or k > batch for k in rows):
-        raise ValueError(f"rows must lie in [1, {batch}], got {rows}")
-    if not 0 <= layer < model.num_layers:
-        raise ValueError(f"layer must be in [0, {model.num_layers}), got {layer}")
+        raise ValueError(f"rows must lie in [1, batch={batch}], got {rows}")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < model.num_layers:
+        raise ValueError(f"layer must be an integer in [0, {model.num_layers}), got {layer!r}")
     mlp = model.model.layers[layer].mlp
     w = next(model.parameters())
     g = torch.Generator().manual_seed(0)
