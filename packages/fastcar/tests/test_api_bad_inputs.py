@@ -19,6 +19,7 @@ from iclr26.fastcar import (
     enable_fastcar,
     frame_psnr,
     generate_video,
+    mlp_row_cost,
     moving_digits,
     temporal_attention_score,
     token_agreement,
@@ -74,6 +75,12 @@ CASES = [
     (lambda m: PatchTokenizer(patch=0), ValueError, "patch"),
     (lambda m: PatchTokenizer().encode(np.zeros((16, 16))), ValueError, "not fitted"),
     (lambda m: VideoTokens().prefix([11], [0], [0], [0]), ValueError, "label"),
+    (lambda m: mlp_row_cost(m, 8), TypeError, "TinyARVideoLM"),
+    (lambda m: mlp_row_cost(_native(), 0), ValueError, "batch"),
+    (lambda m: mlp_row_cost(_native(), 8, [2.5]), TypeError, "rows"),
+    (lambda m: mlp_row_cost(_native(), 8, [9]), ValueError, "rows"),
+    (lambda m: mlp_row_cost(_native(), 8, layer=2), ValueError, "layer"),
+    (lambda m: mlp_row_cost(_native(), 8, repeats=0), ValueError, "repeats"),
 ]  # fmt: skip
 
 

@@ -97,3 +97,26 @@ def test_tas_drifts_less_than_random_at_equal_rate(toy):
         }
         wins += err["tas"] < err["random"]
     assert wins >= 4
+
+
+def test_bench_model_has_llama_2_7b_proportions():
+    """The timing model keeps the paper's premise: the MLP holds LLaMA-2-7B's share of weight
+    MACs (3 d d_ff vs 4 d^2: 66.8 %), head dim 128 as VILA-U."""
+    from iclr26.fastcar import BENCH_PRESET, decode_macs
+
+    p = BENCH_PRESET
+    ours = decode_macs(p.hidden_size, p.intermediate_size, p.num_heads, p.num_kv_heads, 0)
+    seven_b = decode_macs(4096, 11008, 32, 32, 0)
+    assert ours["mlp_share_weights"] == pytest.approx(seven_b["mlp_share_weights"], abs=1e-9)
+    assert p.hidden_size // p.num_heads == 128
+
+
+def test_mlp_row_cost_table():
+    from iclr26.fastcar import mlp_row_cost
+
+    torch.manual_seed(0)
+    nat = TinyARVideoLM(40, 32, 2, 4, 2, 64, 64)
+    rows = mlp_row_cost(nat, 8, repeats=2, calls=2)
+    assert [r["rows"] for r in rows] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert rows[-1]["cost_vs_full"] == 1.0
+    assert all(r["cost_vs_full"] > 0 and r["ms_per_call"] > 0 for r in rows)

@@ -338,12 +338,12 @@ class ReplayState:
                 if self.cfg.max_chain is not None:
                     replay &= self.chain[layer][:, slot] < self.cfg.max_chain
         buf = self.out_buf[layer][:, slot]  # (B, d) view: the predecessor outputs
-        if replay is None or not bool(replay.any()):
+        n_rep = 0 if replay is None else int(replay.sum())  # the step's one host sync
+        if n_rep == 0:
             y = y_full if y_full is not None else inner(x)
             st.rows_computed[layer] += b
             buf.copy_(y[:, 0])
         else:
-            n_rep = int(replay.sum())
             st.rows_replayed[layer] += n_rep
             if y_full is not None:  # oracle: the MLP already ran on every row
                 st.rows_computed[layer] += b

@@ -68,8 +68,10 @@ def temporal_attention_score(
         scale = 1.0 / math.sqrt(d)
     if not math.isfinite(float(scale)):
         raise ValueError(f"scale must be finite, got {scale}")
-    k = key.repeat_interleave(hq // hkv, dim=1) if hq != hkv else key
-    logits = (query.float() * k.float()).sum(-1) * float(scale)
+    # query head h reads key head h // g: group the query heads instead of repeating the keys
+    g = hq // hkv
+    logits = (query.float().reshape(b, hkv, g, d) * key.float()[:, :, None]).sum(-1).reshape(b, hq)
+    logits = logits * float(scale)
     if head_reduce == "mean":
         return logits.mean(1)
     if head_reduce == "max":
