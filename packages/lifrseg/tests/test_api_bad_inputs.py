@@ -10,6 +10,14 @@ EV = L.EventStream([1, 2], [1, 2], [0.1, 0.2], [1, -1])
 X = torch.rand(1, 3, 8, 8)
 FLOW = torch.zeros(1, 2, 8, 8)
 
+
+def _frame_mismatch():
+    m = L.LiFRSeg()
+    img, ev = torch.rand(1, 3, 32, 32), torch.rand(1, 5, 32, 32)
+    frame = m.encode_frame(img, ev)
+    return m(img.clone(), ev, ev, frame=frame)
+
+
 CASES = {
     "EventStream t unsorted": (
         lambda: L.EventStream([0, 0], [0, 0], [0.2, 0.1], [1, 1]),
@@ -192,6 +200,16 @@ CASES = {
         ValueError,
         "differ",
     ),
+    "ERaftLite past_features": (
+        lambda: L.ERaftLite()(
+            torch.rand(1, 5, 32, 32),
+            torch.rand(1, 5, 32, 32),
+            past_features=torch.rand(1, 48, 4, 4),
+        ),
+        ValueError,
+        "past_features must",
+    ),
+    "ERaftLite.encode": (lambda: L.ERaftLite().encode(torch.rand(1, 4, 32, 32)), ValueError, "ev"),
     "MemoryBank length": (lambda: L.MemoryBank(0), ValueError, "length"),
     "TemporalMemoryAttention heads": (
         lambda: L.TemporalMemoryAttention(10, heads=4),
@@ -220,6 +238,31 @@ CASES = {
         ),
         ValueError,
         "flow must be",
+    ),
+    "LiFRSeg.encode_frame ev_past": (
+        lambda: L.LiFRSeg().encode_frame(torch.rand(1, 3, 32, 32), torch.rand(1, 4, 32, 32)),
+        ValueError,
+        "ev_past must",
+    ),
+    "LiFRSeg.encode_frame image": (
+        lambda: L.LiFRSeg().encode_frame(torch.rand(1, 3, 40, 40), torch.rand(1, 5, 40, 40)),
+        ValueError,
+        "multiples of 32",
+    ),
+    "LiFRSeg frame type": (
+        lambda: L.LiFRSeg()(
+            torch.rand(1, 3, 32, 32),
+            torch.rand(1, 5, 32, 32),
+            torch.rand(1, 5, 32, 32),
+            frame=(1, 2),
+        ),
+        TypeError,
+        "frame must",
+    ),
+    "LiFRSeg frame of another image": (
+        lambda: _frame_mismatch(),
+        ValueError,
+        "frame must be encode_frame",
     ),
     "LiFRSeg.predict_anytime before frame": (
         lambda: L.LiFRSeg().predict_anytime(torch.rand(3, 32, 32), EV, 0.2, [0.1]),

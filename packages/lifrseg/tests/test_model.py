@@ -274,3 +274,54 @@ def test_adamw_poly_equals_torch_adamw_with_lambda_lr():
     assert torch.equal(ours[2], init[2])  # no gradient: untouched (as torch)
     assert opt.factor(0) == pytest.approx(1 / 3)
     assert opt.factor(steps) == 0.0
+
+
+def test_frame_encoding_reused_across_queries_gives_the_same_outputs():
+    """encode_frame once per frame, then every query with frame=: the same logits, flow and
+    score as recomputing the frame's features and the past grid's flow features per query,
+    for feature and image propagation, with the memory written along the chain."""
+    m = _model()
+    for p in m.parameters():  # non-trivial RefineNet / memory outputs
+        p.data.add_(0.05 * torch.randn_like(p))
+    torch.manual_seed(1)
+    img, past = torch.rand(2, 3, 64, 64), torch.randn(2, 5, 64, 64)
+    queries = [torch.randn(2, 5, 64, 64) for _ in range(3)]
+    queries[1][1] = 0  # an empty window: the anytime identity must survive the cache
+    for variant in (m, m.variant(propagate="image", use_memory=False)):
+        with torch.no_grad():
+            frame = variant.encode_frame(img, past)
+            assert (frame.features is None) == (variant.config.propagate == "image")
+            mem_a, mem_b = MemoryBank(4), MemoryBank(4)
+            for q in queries:
+                a = variant(img, past, q, mem_a)
+                b = variant(img, past, q, mem_b, frame=frame)
+                for k in ("logits", "flow", "score"):
+                    torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+    with torch.no_grad():  # predict_anytime uses the cache; the identity at δt = 0 holds
+        seg = m.segmenter(img[:1])[0]
+        ev = EventStream([3, 5], [4, 6], [0.01, 0.02], [1, -1], height=64, width=64)
+        out = m.predict_anytime(img[0], ev, 0.05, [0.05])[0]
+    torch.testing.assert_close(out, seg)
+
+
+def test_flow_past_features_and_merged_gru_gates_match_the_formula():
+    """ERaftLite with past_features=encode(ev_past) equals the uncached forward; the ConvGRU
+    (update and reset gates in one convolution) equals the written-out RAFT ConvGRU
+    z = σ(W_z[h, x]), r = σ(W_r[h, x]), q = tanh(W_q[r h, x]), h' = (1 − z) h + z q."""
+    from iclr26.lifrseg.models import ERaftLite
+
+    torch.manual_seed(0)
+    net = ERaftLite(5).eval()
+    p, q = torch.randn(2, 5, 32, 32), torch.randn(2, 5, 32, 32)
+    with torch.no_grad():
+        a = net(p, q, all_iterations=False)
+        b = net(p, q, all_iterations=False, past_features=net.encode(p))
+    torch.testing.assert_close(b["flow"], a["flow"], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b["features"], a["features"], rtol=1e-4, atol=1e-5)
+    gru = net.gru
+    h, x = torch.randn(2, 32, 8, 8), torch.randn(2, 96, 8, 8)
+    hx = torch.cat([h, x], 1)
+    z = torch.sigmoid(F.conv2d(hx, gru.z.weight, gru.z.bias, padding=1))
+    r = torch.sigmoid(F.conv2d(hx, gru.r.weight, gru.r.bias, padding=1))
+    qq = torch.tanh(F.conv2d(torch.cat([r * h, x], 1), gru.q.weight, gru.q.bias, padding=1))
+    torch.testing.assert_close(gru(h, x), (1 - z) * h + z * qq, rtol=1e-5, atol=1e-6)

@@ -80,10 +80,12 @@ class LiFRMethod:
         )
         if self.gt_flow:
             _check_batch(b, ["flow"])
+        # the frame's features and the past grid's flow features are shared by its queries
+        frame = self.model.encode_frame(b["image"], b["ev_past"])
         outs = [
             self.model(
                 b["image"], b["ev_past"], b["ev_query"][:, k], mem,
-                flow=b["flow"][:, k] if self.gt_flow else None,
+                flow=b["flow"][:, k] if self.gt_flow else None, frame=frame,
             )["logits"]
             for k in range(b["ev_query"].shape[1])
         ]  # fmt: skip

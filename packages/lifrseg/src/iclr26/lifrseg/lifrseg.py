@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -30,7 +30,18 @@ from iclr26.lifrseg.models import (
 )
 from iclr26.lifrseg.splat import resize_flow, softmax_splat_with_coverage
 
-__all__ = ["LiFRSeg", "LiFRSegConfig"]
+__all__ = ["FrameEncoding", "LiFRSeg", "LiFRSegConfig"]
+
+
+class FrameEncoding(NamedTuple):
+    """What every query of one RGB frame shares (:meth:`LiFRSeg.encode_frame`): the segmenter's
+    multi-scale features of ``I_t`` (``None`` for ``propagate="image"``, which segments the
+    warped image instead) and the flow network's features of the past voxel grid."""
+
+    image: torch.Tensor
+    ev_past: torch.Tensor
+    features: tuple[torch.Tensor, ...] | None
+    past_features: torch.Tensor
 
 
 @dataclass
@@ -150,6 +161,7 @@ class LiFRSeg(nn.Module):
         memory: MemoryBank | None = None,
         *,
         flow: torch.Tensor | None = None,
+        frame: FrameEncoding | None = None,
     ) -> dict[str, torch.Tensor]:
         """One anytime query.
 
@@ -163,6 +175,9 @@ class LiFRSeg(nn.Module):
                 call reads it and then writes the new deepest features into it.
             flow: replaces the estimated motion field ``[N, 2, H, W]`` (e.g. ground-truth flow, to
                 separate flow quality from propagation); the ScoreNet still sees the event features.
+            frame: :meth:`encode_frame` of this ``image`` and ``ev_past``, computed once for all
+                queries of the frame (the frame's features and the past grid's flow features are
+                then reused, not recomputed; the output is the same up to float rounding).
 
         Returns:
             ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
@@ -184,10 +199,22 @@ class LiFRSeg(nn.Module):
             raise ValueError(f"image height and width must be multiples of 32, got {h}x{w}")
         if memory is not None and not isinstance(memory, MemoryBank):
             raise TypeError(f"memory must be a MemoryBank or None, got {type(memory).__name__}")
+        if frame is not None:
+            if not isinstance(frame, FrameEncoding):
+                raise TypeError(
+                    f"frame must be a FrameEncoding (encode_frame), got {type(frame).__name__}"
+                )
+            if frame.image is not image or frame.ev_past is not ev_past:
+                raise ValueError(
+                    "frame must be encode_frame(image, ev_past) of this call's image and ev_past"
+                )
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
         # the per-iteration flows only matter for a sequence loss: in eval mode only the last
         # one is upsampled
-        fl_out = self.flownet(ev_past, ev_query, all_iterations=self.training)
+        fl_out = self.flownet(
+            ev_past, ev_query, all_iterations=self.training,
+            past_features=None if frame is None else frame.past_features,
+        )  # fmt: skip
         if flow is not None:
             if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
                 raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")
@@ -203,6 +230,8 @@ class LiFRSeg(nn.Module):
         if cfg.propagate == "image":
             warped, holes = self._splat(image, flow, metric)
             feats = seg.features(torch.where(moving, warped, image))
+        elif frame is not None and frame.features is not None:
+            feats = list(frame.features)
         else:
             feats = seg.features(image)
         if cfg.propagate == "features":
@@ -230,6 +259,27 @@ class LiFRSeg(nn.Module):
             "flows": torch.stack(fl_out["flows"]),
             "score": score,
         }
+
+    def encode_frame(self, image: torch.Tensor, ev_past: torch.Tensor) -> FrameEncoding:
+        """The per-frame half of a query, computed once for all queries of the frame ``image``
+        ``[N, 3, H, W]`` with the past voxel grid ``ev_past`` ``[N, B, H, W]``: the segmenter's
+        features of ``I_t`` and the flow network's encoding of ``E_{t−Δt→t}``. Pass it to
+        :meth:`forward` as ``frame=`` (with the same ``image`` and ``ev_past`` tensors)."""
+        n = image.shape[0] if isinstance(image, torch.Tensor) and image.ndim == 4 else None
+        if n is None or image.shape[1] != 3:
+            raise ValueError(
+                f"image must be [N, 3, H, W], got {getattr(image, 'shape', type(image))}"
+            )
+        h, w = image.shape[-2:]
+        if h % 32 or w % 32:
+            raise ValueError(f"image height and width must be multiples of 32, got {h}x{w}")
+        want = (n, self.config.num_bins, h, w)
+        if not isinstance(ev_past, torch.Tensor) or tuple(ev_past.shape) != want:
+            raise ValueError(
+                f"ev_past must be [N, B, H, W] = {list(want)}, got {list(getattr(ev_past, 'shape', []))}"
+            )
+        feats = None if self.config.propagate == "image" else tuple(self.segmenter.features(image))
+        return FrameEncoding(image, ev_past, feats, self.flownet.encode(ev_past))
 
     @torch.no_grad()
     def predict_anytime(
@@ -278,12 +328,14 @@ class LiFRSeg(nn.Module):
         )
         past = past.unsqueeze(0).to(dev)
         img = image.unsqueeze(0).to(dev, torch.float32)
+        frame = self.encode_frame(img, past)  # shared by every query of the frame
         outs = []
         for q in qs:
             query = voxel_grid(
                 events.slice(t_frame, q), self.config.num_bins, h, w, t_start=t_frame, t_end=q
             )
-            outs.append(self(img, past, query.unsqueeze(0).to(dev), memory)["logits"][0])
+            out = self(img, past, query.unsqueeze(0).to(dev), memory, frame=frame)
+            outs.append(out["logits"][0])
         return outs
 
     def variant(self, *, segmenter: Segmenter | None = None, **changes: object) -> LiFRSeg:
