@@ -22,6 +22,7 @@ from iclr26.ecodiff import (
     select,
     trajectory_grad,
 )
+from iclr26.ecodiff.experiments import method_check
 from iclr26.ecodiff.recover import denoising_loss, lora_recover
 from iclr26.ecodiff.toy import save_toy_unet, train_toy_unet
 
@@ -178,6 +179,9 @@ def _cases(model):
         ("magnitude_scores", lambda: magnitude_scores(model, []), ValueError, "units"),
         ("regularizer", lambda: regularizer([], "l1"), ValueError, "logits"),
         ("load_toy", lambda: load_toy("gan"), ValueError, "regime"),
+        ("method_check", lambda: method_check([]), ValueError, "seeds"),
+        ("method_check", lambda: method_check(calibration=1.5), TypeError, "calibration"),
+        ("method_check", lambda: method_check(sparsity=1.0), ValueError, "sparsity"),
         ("train_toy_unet", lambda: train_toy_unet(steps=0), ValueError, "steps"),
         (
             "save_toy_unet",

@@ -23,6 +23,9 @@ def test_help_imports_no_torch():
         (["prune", "--out", "x", "--steps", "0"], "--steps"),
         (["prune", "--out", "x", "--resume", "missing.safetensors"], "does not exist"),
         (["reproduce", "--seed", "-1"], "--seed"),
+        (["method-check", "--sparsity", "0"], "--sparsity"),
+        (["method-check", "--seeds", "0"], "--seeds"),
+        (["method-check", "--calibration", "2.5"], "--calibration"),
     ],
 )
 def test_bad_arguments_fail_at_parse_time(argv, text, capsys):

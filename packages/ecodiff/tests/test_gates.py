@@ -69,10 +69,14 @@ def test_regularizer_forms():
     a = torch.tensor([1.0, -3.0], dtype=torch.float64)
     b = torch.tensor([2.0, 0.0, -1.0, 5.0], dtype=torch.float64)
     assert float(regularizer([a, b], "l1")) == pytest.approx(((4 / 2) + (8 / 4)) / 2)
-    assert float(regularizer([a, b], "l2")) == pytest.approx(((10 / 2) + (30 / 4)) / 2)
+    # the official "L2" is the Euclidean norm over the width (lamb.norm(2) / len(lamb)), not the
+    # squared norm: sqrt(10) / 2 and sqrt(30) / 4
+    assert float(regularizer([a, b], "l2")) == pytest.approx((10**0.5 / 2 + 30**0.5 / 4) / 2)
     s = lambda t: torch.sigmoid(0.4 * t + 1)  # noqa: E731
     expect = (float(s(a).sum()) / 2 + float(s(b).sum()) / 4) / 2
     assert float(regularizer([a, b], "bounded_l1")) == pytest.approx(expect)
+    expect2 = (float(s(a).norm()) / 2 + float(s(b).norm()) / 4) / 2
+    assert float(regularizer([a, b], "bounded_l2")) == pytest.approx(expect2)
     # L0 sums per module (not divided by n_l)
     l0 = float(regularizer([b], "l0"))
     assert l0 == pytest.approx(float(torch.sigmoid(b + TEMPERATURE * math.log(11)).sum()))
@@ -80,3 +84,15 @@ def test_regularizer_forms():
         regularizer([a], "l3")
     with pytest.raises(ValueError, match="logits"):
         regularizer([], "l1")
+
+
+def test_l2_regularizer_gradient_is_the_norm_gradient():
+    # d/dλ (||λ||_2 / n) = λ / (n ||λ||_2): bounded by 1/n whatever the logits' scale (the squared
+    # form's 2λ/n grows with λ and was ~50x too strong at the initial logit 3 on a 64-wide module)
+    lam = torch.full((64,), 3.0, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(regularizer([lam], "l2"), [lam])
+    assert torch.allclose(g, lam.detach() / (64 * lam.detach().norm()))
+    assert float(g.abs().max()) <= 1 / 64 + 1e-12
+    zero = torch.zeros(8, dtype=torch.float64, requires_grad=True)
+    (g0,) = torch.autograd.grad(regularizer([zero], "l2"), [zero])
+    assert torch.isfinite(g0).all()

@@ -85,12 +85,12 @@ def _unit_penalty(
 ) -> torch.Tensor:
     if kind == "l1":
         return logits.abs().sum() / logits.numel()
-    if kind == "l2":
-        return logits.pow(2).sum() / logits.numel()
+    if kind == "l2":  # the official ``lamb.norm(2) / len(lamb)``: the norm, not its square
+        return torch.linalg.vector_norm(logits) / logits.numel()
     if kind == "bounded_l1":
         return torch.sigmoid(alpha * logits + shift).sum() / logits.numel()
     if kind == "bounded_l2":
-        return torch.sigmoid(alpha * logits + shift).pow(2).sum() / logits.numel()
+        return torch.linalg.vector_norm(torch.sigmoid(alpha * logits + shift)) / logits.numel()
     if kind == "l0":
         # expected number of open gates (undamped noise); summed, not divided by n_l (official form)
         return torch.sigmoid(logits - temperature * math.log(-GAMMA / ZETA)).sum()
@@ -110,7 +110,8 @@ def regularizer(
     * ``"l1"``: ``mean_l ||λ_l||_1 / n_l`` (SDXL default).
     * ``"bounded_l1"``: ``mean_l ||sigmoid(α λ_l + b0)||_1 / n_l`` (FLUX default, α = 0.4, b0 = 1).
     * ``"l0"``: ``mean_l Σ_k sigmoid(λ_lk - b ln(-γ/ζ))`` (summed per module, not divided by n_l).
-    * ``"l2"``, ``"bounded_l2"``: squared variants.
+    * ``"l2"``, ``"bounded_l2"``: ``mean_l ||·||_2 / n_l``, the Euclidean norm (not its square)
+      of ``λ_l`` or of ``sigmoid(α λ_l + b0)``, as the official ``lamb.norm(2) / len(lamb)``.
 
     Args:
         logits: one 1-D logit tensor per module (non-empty).
