@@ -386,7 +386,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
 
 
 # --- E2: PPO -----------------------------------------------------------------------------------
-E2_VARIANTS = (("mlp", "state"), ("mlp", "memory"), ("gru", "memory"))
+E2_VARIANTS = (("mlp", "state"), ("mlp", "memory"), ("gru", "memory"), ("transformer", "memory"))
 
 
 def ppo_experiment(
@@ -397,10 +397,10 @@ def ppo_experiment(
     steps: int | None = None,
     tasks: tuple[str, ...] | None = None,
 ) -> Report:
-    """E2: PPO-MLP in state mode, PPO-MLP and PPO-GRU in memory mode (kinematic backend).
+    """E2: PPO-MLP in state mode, PPO-MLP, PPO-GRU and PPO-transformer in memory mode.
 
     The spec's expectation: state-mode MLP solves the task (it is an MDP there), memory-mode MLP
-    stays at chance, memory-mode GRU succeeds on ShellGameTouch. ``steps`` environment steps
+    stays at chance, memory-mode GRU (and transformer) succeeds on ShellGameTouch. ``steps`` environment steps
     per run (default 300,000; quick 30,000), 32 environments, the official PPO defaults.
     """
     import torch
@@ -413,7 +413,8 @@ def ppo_experiment(
     report = Report(
         PACKAGE, "reproduce",
         "E2: PPO-MLP solves the task in state mode, stays at chance in memory mode, and "
-        "PPO-GRU in memory mode does better than PPO-MLP (the memory gap under online RL).",
+        "PPO-GRU and PPO-transformer in memory mode do better than PPO-MLP (the memory gap "
+        "under online RL).",
         seed=seed, backends=BACKENDS,
         config={"quick": quick, "steps": n_steps, "num_envs": 32, "backend": "kinematic"},
     )  # fmt: skip
@@ -432,7 +433,8 @@ def ppo_experiment(
                 (h["env_steps"], h["success_at_end"]) for h in agent.history_
             ]
             rows.append({
-                "task": spec.name, "policy": f"PPO-{kind.upper()}", "obs_mode": mode,
+                "task": spec.name, "policy": f"PPO-{kind.upper() if len(kind) < 5 else kind}",
+                "obs_mode": mode,
                 "env steps": agent.history_[-1]["env_steps"],
                 "success at end": res["success_at_end"], "success once": res["success_once"],
                 "chance": spec.chance_success, "train seconds": time.perf_counter() - t0,
@@ -448,6 +450,11 @@ def ppo_experiment(
             f"{spec.name}: PPO-GRU in memory mode beats PPO-MLP by ≥ 0.2",
             got[("gru", "memory")] >= got[("mlp", "memory")] + 0.2,
             f"GRU {got[('gru', 'memory')]:.3f}, MLP {got[('mlp', 'memory')]:.3f}",
+        )  # fmt: skip
+        report.check(
+            f"{spec.name}: PPO-transformer in memory mode beats PPO-MLP by ≥ 0.2",
+            got[("transformer", "memory")] >= got[("mlp", "memory")] + 0.2,
+            f"transformer {got[('transformer', 'memory')]:.3f}, MLP {got[('mlp', 'memory')]:.3f}",
         )  # fmt: skip
     report.add_table(
         f"E2: PPO on the kinematic backend ({n_steps:,} steps per run, 32 environments, seed "
