@@ -50,6 +50,56 @@ def test_ppo_trains_acts_and_is_deterministic(policy):
     assert 0.0 <= res["success_at_end"] <= 1.0
 
 
+def test_transformer_core_is_causal_and_steps_like_the_whole_episode():
+    import torch
+
+    from iclr26.mikasa.ppo import ActorCritic
+
+    torch.manual_seed(0)
+    net = ActorCritic(7, hidden=16, core="transformer", max_len=32).eval()
+    seq = torch.randn(3, 12, 7)
+    with torch.no_grad():
+        mean, value, _ = net(seq)
+        # stepping one observation at a time with the history as state gives the same outputs
+        state, steps = None, []
+        for t in range(12):
+            m, v, state = net(seq[:, t : t + 1], state)
+            steps.append((m[:, 0], v[:, 0]))
+        # causal: changing the future leaves the past unchanged, and changes the future
+        later = seq.clone()
+        later[:, 8:] += 1.0
+        mean2, _, _ = net(later)
+    torch.testing.assert_close(torch.stack([m for m, _ in steps], 1), mean, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.stack([v for _, v in steps], 1), value, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(mean2[:, :8], mean[:, :8])
+    assert not torch.allclose(mean2[:, 8:], mean[:, 8:])
+    with pytest.raises(ValueError, match="context"):
+        net(torch.randn(1, 33, 7))
+
+
+def test_ppo_transformer_trains_acts_and_is_deterministic():
+    kw = {"num_envs": 4, "minibatches": 2, "total_steps": 4 * 60, "hidden": 16, "seed": 1}
+    a = PPO("transformer", **kw).fit("RememberColor3-v0")
+    b = PPO("transformer", **kw).fit("RememberColor3-v0")
+    assert a.history_[-1]["env_steps"] == 240
+    assert [h["policy_loss"] for h in a.history_] == [h["policy_loss"] for h in b.history_]
+    assert all(np.isfinite(h["value_loss"]) for h in a.history_)
+    # the policy remembers: its action at an act step depends on what the cue showed
+    env = mk.make("RememberColor3-v0", backend="kinematic")
+    dim = env.observation_space.shape[0]
+    rng = np.random.default_rng(0)
+    cue = rng.normal(size=(2, dim)).astype(np.float32)
+    cue[1] += 1.0
+    a.reset(2)
+    a.act(cue)
+    later = np.repeat(rng.normal(size=(1, dim)), 2, 0)
+    act = a.act(later)
+    assert act.shape == (2, 3)
+    assert not np.allclose(act[0], act[1])
+    res = mk.evaluate("RememberColor3-v0", a, 4, seed=0)
+    assert 0.0 <= res["success_at_end"] <= 1.0
+
+
 def test_ppo_state_mode_and_refusals():
     agent = PPO("mlp", obs_mode="state", num_envs=2, minibatches=1, total_steps=90, hidden=8)
     agent.fit("RememberColor3-v0")
@@ -61,7 +111,8 @@ def test_ppo_state_mode_and_refusals():
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
-        ({"policy": "transformer"}, "policy"),
+        ({"policy": "slot_gru"}, "policy"),
+        ({"policy": "transformer", "hidden": 6}, "hidden"),
         ({"num_envs": 0}, "num_envs"),
         ({"num_envs": 2, "minibatches": 4}, "minibatches"),
         ({"gamma": 1.5}, "gamma"),

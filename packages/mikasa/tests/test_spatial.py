@@ -203,7 +203,7 @@ def test_oracle_bounds_kinematic(env_id):
         assert lo <= blind <= hi
     elif spec.family == "rotate":  # a fixed guess of the uniform initial yaw: about 0.2 / 2π
         assert blind <= 0.1
-    elif spec.family != "intercept_grab":  # InterceptGrab needs no memory here (README)
+    else:  # Intercept, InterceptGrab, TakeItBack: the velocity-blind / start-blind oracle
         assert blind <= res["memory"][metric] - 0.3
 
 
@@ -381,6 +381,7 @@ def test_grasp_rule_and_pick_success():
     b2 = _batch("MikasaLite/ShellGamePick-v0", "sparse")  # a wrong cup at the goal: no success
     b2.t[:] = 5
     wrong = 1 + (b2.target[0] % 3)
+    b2.update_grasp((b2.obj_pos[0, wrong] + [0.0, 0.0, 0.09])[None], still)
     b2.update_grasp((b2.obj_pos[0, wrong] + [0.0, 0.0, 0.06])[None], still)
     assert b2.grasped[0] == wrong
     b2.obj_pos[0, b2.target[0]] = [*b2.goal[0], b2.goal_z[0]]
@@ -395,9 +396,51 @@ def test_intercept_grab_needs_the_ball_held_and_static():
     assert not s[0]
     assert r[0] < 300.0
     b.update_grasp(above, np.zeros((1, 3)))
+    assert b.grasped[0] == -1  # the first check of an episode only records the height
+    b.update_grasp(above + np.array([[0.0, 0.0, 0.011]]), np.zeros((1, 3)))  # above the window
+    assert b.grasped[0] == -1
+    b.update_grasp(above, np.zeros((1, 3)))  # came down onto the ball
     assert b.grasped[0] == 0
     np.testing.assert_array_equal(b.obj_vel[0, 0], 0.0)  # held: it moves with the gripper
     assert not b.advance(above, np.array([[0.1, 0.0, 0.0]]))[1][0]
     r, s, _ = b.advance(above, np.zeros((1, 3)))
     assert s[0]
     assert r[0] == 300.0
+
+
+def test_grasp_closes_only_on_a_gripper_coming_down():
+    b = _batch("MikasaLite/InterceptGrabSlow-v0", "sparse")
+    ball = b.obj_pos[0, 0].copy()
+    still = np.zeros((1, 3))
+    waiting = (ball + np.array([0.0, 0.1, 0.035]))[None]  # in the window height, on the path
+    b.update_grasp(waiting + np.array([[0.0, 0.0, 0.05]]), still)  # above the window first
+    b.update_grasp(waiting, still)  # down in the window, but the ball is 0.1 m away
+    assert b.grasped[0] == -1
+    for y in np.linspace(0.0, 0.2, 41):  # the ball rolls under the waiting gripper
+        b.obj_pos[0, 0, :2] = ball[:2] + np.array([0.0, y])
+        b.update_grasp(waiting, still)
+        assert b.grasped[0] == -1
+    b.obj_pos[0, 0, :2] = ball[:2] + np.array([0.0, 0.1 - 0.019])
+    b.update_grasp(waiting + np.array([[0.0, 0.0, 0.016]]), still)  # lift above the window ...
+    b.update_grasp(waiting, still)  # ... and drop onto the ball as it arrives
+    assert b.grasped[0] == 0
+
+
+class _WaitingGripper(mk.SpatialOracle):
+    """The state oracle's catch point, but the gripper waits in the grasp window from step 1."""
+
+    def _intercept_grab(self, obs, feats, t):
+        action = super()._intercept_grab(obs, feats, t)
+        self.drop_at[:] = -1
+        return action
+
+
+@pytest.mark.parametrize("backend", ["kinematic", "mujoco"])
+def test_intercept_grab_needs_timing_on_both_backends(backend):
+    env_id = "InterceptGrabMedium-v0"
+    spec = mk.get_spec(env_id)
+    n = 3 if backend == "mujoco" else 20
+    waiting = mk.evaluate(env_id, _WaitingGripper(spec, "state"), n, seed=0, backend=backend)
+    assert waiting["success_once"] == 0.0  # the ball rolls under a waiting gripper
+    memory = mk.evaluate(env_id, mk.make_oracle("memory", env_id), n, seed=0, backend=backend)
+    assert memory["success_at_end"] == 1.0  # dropping onto it on time catches it

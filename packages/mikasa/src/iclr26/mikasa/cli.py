@@ -218,6 +218,9 @@ main = make_cli(
             "BC memory baselines on popgym RepeatPrevious and MiniGrid-MemoryS7",
             _peers_setup,
         ),
-        "ppo": ("E2: train PPO (MLP state / MLP memory / GRU memory) and evaluate", _ppo_setup),
+        "ppo": (
+            "E2: train PPO (MLP state / MLP, GRU, transformer memory) and evaluate",
+            _ppo_setup,
+        ),
     },
 )

@@ -1,4 +1,4 @@
-"""PPO (the official MIKASA-Robo baseline) with MLP, GRU and LSTM actor-critics, in torch.
+"""PPO (the official MIKASA-Robo baseline) with MLP, GRU, LSTM and transformer actor-critics.
 
 The official baselines (``ppo_memtasks.py`` / ``ppo_memtasks_lstm.py``, CleanRL style) run PPO on
 1,024 GPU environments with ``num_steps = T``, finite-horizon GAE, γ = 0.99, λ = 0.95, clip 0.2,
@@ -13,7 +13,11 @@ scale on the batched kinematic backend:
 * a diagonal Gaussian policy with a state-independent log-std; the sampled action is clipped to
   [-1, 1] for the environment and its unclipped value scored by the log-probability;
 * minibatches are sets of whole episodes, so a recurrent core is trained on full sequences
-  (the official LSTM script does the same with ``envsperbatch``).
+  (the official LSTM script does the same with ``envsperbatch``);
+* the ``transformer`` core is a small causal transformer over the episode so far (2 layers,
+  4 heads, learned positions, context ``max(256, T)``): when acting, its state is the encoded
+  history of the episode, and the action at step t attends to steps 0..t only, exactly as in
+  training on the whole episode with a causal mask.
 
 After :meth:`PPO.fit`, the object is a policy for :func:`iclr26.mikasa.evaluate` (deterministic:
 the Gaussian mean).
@@ -32,10 +36,10 @@ from torch import nn
 from iclr26.mikasa.kinematic import check_seed
 from iclr26.shared import progress as progress_bar
 
-__all__ = ["PPO", "PPO_POLICIES", "ActorCritic", "finite_horizon_gae"]
+__all__ = ["PPO", "PPO_POLICIES", "ActorCritic", "CausalTransformerCore", "finite_horizon_gae"]
 
 log = logging.getLogger(__name__)
-PPO_POLICIES = ("mlp", "gru", "lstm")
+PPO_POLICIES = ("mlp", "gru", "lstm", "transformer")
 
 
 def finite_horizon_gae(
@@ -64,10 +68,47 @@ def finite_horizon_gae(
     return adv
 
 
-class ActorCritic(nn.Module):
-    """Shared encoder, an optional recurrent core, a Gaussian actor head and a value head."""
+class CausalTransformerCore(nn.Module):
+    """A causal transformer over an episode's encoded observations (B, T, H) -> (B, T, H).
 
-    def __init__(self, obs_dim: int, hidden: int = 128, core: str = "mlp") -> None:
+    ``forward(h, state)`` takes the new steps ``h`` and ``state``, the encoded steps seen before
+    in this episode ((B, t, H) or None); every output attends only to itself and earlier steps,
+    so stepping one observation at a time gives the same outputs as one pass over the episode.
+    """
+
+    def __init__(self, hidden: int, max_len: int = 256, layers: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(
+                f"hidden must be a multiple of {heads} for the transformer, got {hidden}"
+            )
+        self.max_len = int(max_len)
+        self.pos = nn.Parameter(torch.zeros(1, self.max_len, hidden))
+        nn.init.normal_(self.pos, std=0.02)
+        block = nn.TransformerEncoderLayer(
+            hidden, heads, dim_feedforward=2 * hidden, dropout=0.0, batch_first=True
+        )
+        self.body = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+
+    def forward(self, h: torch.Tensor, state: torch.Tensor | None = None):
+        seq = h if state is None else torch.cat([state, h], 1)
+        t = seq.shape[1]
+        if t > self.max_len:
+            raise ValueError(f"episode length {t} exceeds the transformer context {self.max_len}")
+        mask = nn.Transformer.generate_square_subsequent_mask(t, device=seq.device)
+        out = self.body(seq + self.pos[:, :t], mask=mask, is_causal=True)
+        return out[:, t - h.shape[1] :], seq
+
+
+class ActorCritic(nn.Module):
+    """Shared encoder, an optional memory core, a Gaussian actor head and a value head.
+
+    ``core``: ``mlp`` (none), ``gru``, ``lstm`` or ``transformer`` (:class:`CausalTransformerCore`).
+    """
+
+    def __init__(
+        self, obs_dim: int, hidden: int = 128, core: str = "mlp", max_len: int = 256
+    ) -> None:
         super().__init__()
         self.core_kind = core
         self.enc = nn.Sequential(
@@ -78,6 +119,8 @@ class ActorCritic(nn.Module):
             self.rnn = nn.GRU(hidden, hidden, batch_first=True)
         elif core == "lstm":
             self.rnn = nn.LSTM(hidden, hidden, batch_first=True)
+        elif core == "transformer":
+            self.rnn = CausalTransformerCore(hidden, max_len)
         self.actor = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 3))
         self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1))
         self.log_std = nn.Parameter(torch.full((3,), -0.5))
@@ -96,8 +139,9 @@ class PPO:
     """Proximal policy optimisation on a MikasaLite task (kinematic backend).
 
     Args:
-        policy: ``mlp`` (memoryless), ``gru`` or ``lstm``.
-        hidden: width of the encoder, core and heads.
+        policy: ``mlp`` (memoryless), ``gru``, ``lstm`` or ``transformer`` (a 2-layer causal
+            transformer over the episode, context ``max(256, T)``).
+        hidden: width of the encoder, core and heads (a multiple of 4 for the transformer).
         num_envs: environments per rollout (each rollout is one episode per environment).
         total_steps: environment steps to train for (rounded up to whole rollouts).
         lr, gamma, gae_lambda, clip, ent_coef, vf_coef, update_epochs, minibatches,
@@ -139,6 +183,8 @@ class PPO:
         ):  # fmt: skip
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        if policy == "transformer" and hidden % 4:
+            raise ValueError(f"hidden must be a multiple of 4 for the transformer, got {hidden!r}")
         if minibatches > num_envs:
             raise ValueError(f"minibatches ({minibatches}) must be <= num_envs ({num_envs})")
         for name, v, lo, hi in (
@@ -179,7 +225,7 @@ class PPO:
         torch.manual_seed(self.seed)
         gen = np.random.default_rng(self.seed)
         obs_dim = env.single_observation_space.shape[0]
-        net = ActorCritic(obs_dim, self.hidden, self.kind).to(self.device)
+        net = ActorCritic(obs_dim, self.hidden, self.kind, max(256, T)).to(self.device)
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, eps=1e-5)
         iters = -(-self.total_steps // (n * T))
         obs_buf = torch.zeros((n, T, obs_dim), device=self.device)
@@ -258,7 +304,7 @@ class PPO:
 
     # --- acting -------------------------------------------------------------------------------
     def reset(self, num_envs: int) -> None:
-        """Start ``num_envs`` new episodes (zero recurrent state)."""
+        """Start ``num_envs`` new episodes (zero recurrent state, empty transformer history)."""
         if self.net_ is None:
             raise RuntimeError("PPO.fit must be called before acting")
         self._state = None

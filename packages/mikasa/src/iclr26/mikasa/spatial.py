@@ -38,10 +38,16 @@ their own (a ball). Their constants come from the official source:
   remember where the peg started. The peg is turned by pushing it (as upstream, no grasp).
 
 **Grasping** (ShellGamePick, InterceptGrab) has no finger action here (the action stays the 3-d
-Cartesian delta): an object is grasped when the gripper reaches its grasp point — within 0.02 m
-in xy of the object's centre and between 0.005 m below and 0.015 m above the height at which the
-gripper sphere rests on its top — and then moves rigidly with the gripper for the rest of the
-episode (a suction gripper). Both backends check this rule four times per control step.
+Cartesian delta): an object is grasped when the gripper *comes down onto* its grasp point — at a
+check where the gripper is within 0.02 m in xy of the object's centre and between 0.005 m below
+and 0.015 m above the height at which the gripper sphere rests on its top, having been above that
+window at the previous check — and then moves rigidly with the gripper for the rest of the
+episode. A gripper already lowered into the window does not catch an object that slides or rolls
+under it: a parallel gripper closes on what lies between its fingers as it comes down, and a
+rolling ball passes the fingers of a waiting gripper. Catching the InterceptGrab ball is therefore
+a matter of timing — the gripper must drop onto the ball's path just as the ball arrives, which
+needs the ball's velocity, i.e. memory of its earlier positions. Both backends check this rule
+four times per control step.
 
 The rules live in :class:`SpatialBatch`, shared by both backends like
 :class:`iclr26.mikasa.semantics.TaskBatch`. The kinematic backend moves objects with
@@ -430,6 +436,9 @@ class SpatialBatch:
         self.reached = np.zeros(n, bool)  # Intercept's "reached the hitting pose" flag
         self.grasped = np.full(n, -1, np.int64)  # the held object, -1 for none
         self.grasp_offset = np.zeros((n, 3))
+        # height of the gripper above each object's grasp window at the previous grasp check
+        # (NaN at an episode start: the first check only records it)
+        self.grasp_prev_dz = np.full((n, m), np.nan)
         self._ar = np.arange(n)
         self._movable = spec.movable
         self._graspable = spec.graspable
@@ -457,6 +466,7 @@ class SpatialBatch:
         self.goal_reached[i] = False
         self.reached[i] = False
         self.grasped[i] = -1
+        self.grasp_prev_dz[i] = np.nan
 
     def set_layouts(self, idx: np.ndarray, layouts: list[SpatialLayout]) -> None:
         """Start new episodes in environments ``idx`` with ``layouts``."""
@@ -594,16 +604,22 @@ class SpatialBatch:
         self.obj_yaw[:, 0] = yaw + force * tau / PEG_GYRATION2
 
     def update_grasp(self, tcp: np.ndarray, tcp_vel: np.ndarray) -> None:
-        """The grasp rule: attach an object whose grasp point the gripper reached; move held ones.
+        """The grasp rule: attach an object onto whose grasp point the gripper came down; move
+        held ones.
 
-        ``tcp`` (num_envs, 3) positions, ``tcp_vel`` (num_envs, 3) velocities of the gripper.
+        ``tcp`` (num_envs, 3) positions, ``tcp_vel`` (num_envs, 3) velocities of the gripper. An
+        object is grasped when the gripper is inside its grasp window now (xy within
+        ``GRASP_XY`` of its centre, height from ``-GRASP_BELOW`` to ``GRASP_ABOVE`` about the
+        resting point on its top) and was above the window at the previous call.
         """
         free = self.grasped < 0
         if free.any():
             cand = self.present() & self._graspable & free[:, None]
             dxy = np.sqrt(((self.obj_pos[:, :, :2] - tcp[:, None, :2]) ** 2).sum(-1))
             dz = tcp[:, 2, None] - (self.obj_pos[:, :, 2] - self._top / 2 + self._grasp_z)
-            ok = cand & (dxy < GRASP_XY) & (dz >= -GRASP_BELOW) & (dz <= GRASP_ABOVE)
+            came_down = self.grasp_prev_dz > GRASP_ABOVE  # NaN (episode start) -> False
+            self.grasp_prev_dz = dz
+            ok = cand & (dxy < GRASP_XY) & (dz >= -GRASP_BELOW) & (dz <= GRASP_ABOVE) & came_down
             rows = np.flatnonzero(ok.any(-1))
             if len(rows):
                 j = ok[rows].argmax(-1)

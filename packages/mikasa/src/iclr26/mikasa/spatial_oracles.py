@@ -13,8 +13,10 @@ All act on batches like :mod:`iclr26.mikasa.oracles` (``reset(num_envs)``, ``act
 * **ShellGamePick**: the cup is chosen as for ShellGamePush; the oracle descends onto its top
   (which grasps it) and lifts it to the goal 0.1 m in front of and above its slot.
 * **InterceptGrab**: the velocity is estimated (or assumed, or read) as for Intercept; the
-  gripper waits, still, just above the ball's predicted path at the first point it can reach in
-  time, so the ball rolls into its grasp point.
+  gripper hovers just above the grasp window over the ball's predicted path at the first point it can reach
+  in time and drops onto the ball just as it arrives (the grasp closes only on a gripper coming
+  down, see :mod:`iclr26.mikasa.spatial`). The arrival time comes from the velocity, so the
+  velocity-blind oracle drops too early or too late.
 * **Rotate**: the memory oracle stores the peg's initial yaw and centre at t = 0 and pushes one
   end of the peg sideways (a step sized by the limit-surface rotation rate) until the rotation
   since the start matches the prompt; it pushes the end that also moves the centre back toward
@@ -60,7 +62,12 @@ DT = 0.04
 TIB_BLIND_RETURN = np.array([0.0, -0.025])
 PEG_LEVER = 0.085  # where the Rotate oracle pushes the peg, from its centre along the axis
 PEG_Z = PEG_HALF_WIDTH  # pushing height: the peg's axis
-GRAB_Z = 2 * BALL_RADIUS + TCP_RADIUS + 0.005  # InterceptGrab: wait just above the ball's path
+GRAB_Z = 2 * BALL_RADIUS + TCP_RADIUS + 0.005  # InterceptGrab: the height the gripper drops to
+GRAB_HOVER = GRAB_Z + 0.015  # InterceptGrab: hover 0.005 m above the grasp window
+# InterceptGrab: the drop from GRAB_HOVER enters the grasp window after the second of the four
+# grasp checks of the control step on the kinematic backend and after the third on MuJoCo (its
+# position actuators lag); aiming between them keeps a 1 m/s ball within 0.005 m of the aim
+GRAB_ENTRY = 0.625
 PICK_Z = 2 * CUP_HALF_HEIGHT + TCP_RADIUS + 0.005  # ShellGamePick: rest on the cup's top
 
 
@@ -146,11 +153,13 @@ def rotate_action(
     return np.where((np.abs(err) < tol)[:, None], 0.0, toward(tcp, target))
 
 
-def plan_catch(pos: np.ndarray, vel: np.ndarray, tcp: np.ndarray) -> np.ndarray:
-    """Where to wait (x, y) so a ball at ``pos`` rolling at ``vel`` runs into the grasp point.
+def plan_catch(pos: np.ndarray, vel: np.ndarray, tcp: np.ndarray) -> tuple[np.ndarray, float]:
+    """Where to drop onto a ball at ``pos`` rolling at ``vel``, and when.
 
-    The first point of the ball's path (y from -0.3 on) that the gripper reaches, at 0.75 m/s
-    per axis plus two steps of margin, before the ball.
+    Returns ``(xy, steps)``: the point of the ball's path (y from -0.3 on) that the gripper
+    reaches first, at 0.75 m/s per axis plus two steps of margin, before the ball, moved along
+    the path so that the ball is there exactly ``GRAB_ENTRY`` of a step after the start of the
+    drop; ``steps`` (an integer, counted from now) is when to start the drop.
     """
     for y_c in np.arange(-0.30, 0.31, 0.02):
         if vel[1] <= 1e-6:
@@ -159,10 +168,11 @@ def plan_catch(pos: np.ndarray, vel: np.ndarray, tcp: np.ndarray) -> np.ndarray:
         x_c = pos[0] + vel[0] * tau
         if tau <= 0 or abs(x_c) > 0.34:
             continue
-        need = max(abs(x_c - tcp[0]), abs(y_c - tcp[1]), abs(GRAB_Z - tcp[2])) / MAX_DELTA + 2
-        if need * DT < tau:
-            return np.array([x_c, y_c])
-    return np.array([pos[0], 0.3])
+        need = max(abs(x_c - tcp[0]), abs(y_c - tcp[1]), abs(GRAB_HOVER - tcp[2])) / MAX_DELTA
+        if (need + 2) * DT < tau:
+            drop = float(np.ceil(tau / DT - GRAB_ENTRY))  # the drop's step, from now
+            return pos + vel * (drop + GRAB_ENTRY) * DT, drop
+    return np.array([pos[0], 0.3]), np.inf
 
 
 def plan_deflector(
@@ -231,6 +241,7 @@ class SpatialOracle:
         self.cup = np.full(n, -1, np.int64)
         self.goal = np.zeros((n, 2))
         self.park = np.full((n, 2), np.nan)
+        self.drop_at = np.full(n, np.inf)  # InterceptGrab: the step at which to drop
         self.t = np.zeros(n, np.int64)
         self.yaw0 = np.zeros(n)
         self.end = np.ones(n)
@@ -243,6 +254,7 @@ class SpatialOracle:
         if new.any():  # an episode (re)started in these envs
             self.cup[new] = -1
             self.park[new] = np.nan
+            self.drop_at[new] = np.inf
             self.prev_xy[new] = np.nan
             self.end[new] = 1.0
         feats = self.layout.split_objects(obs)
@@ -323,11 +335,13 @@ class SpatialOracle:
         for i in np.flatnonzero(np.isnan(self.park[:, 0])):
             vel = self._velocity(obs, ball, i)
             if vel is not None:
-                self.park[i] = plan_catch(ball[i], vel, tcp[i])
+                self.park[i], steps = plan_catch(ball[i], vel, tcp[i])
+                self.drop_at[i] = t[i] + steps
         self.prev_xy = ball.copy()
         planned = ~np.isnan(self.park[:, 0])
         held = obs[:, self.layout.extra][:, 0] > 0.5
-        target = np.concatenate([self.park, np.full((len(obs), 1), GRAB_Z)], -1)
+        z = np.where(t >= self.drop_at, GRAB_Z, GRAB_HOVER)
+        target = np.concatenate([self.park, z[:, None]], -1)
         return np.where((planned & ~held)[:, None], toward(tcp, np.nan_to_num(target)), 0.0)
 
     # --- Rotate -------------------------------------------------------------------------------
