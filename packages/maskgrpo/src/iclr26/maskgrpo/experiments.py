@@ -199,8 +199,9 @@ def digits_sample_grid(
     task = get_task(task_name)
     prompts = torch.arange(task.levels, task.levels + 10).repeat_interleave(per_class)[:, None]
     fig, axes = plt.subplots(
-        1, len(policies), figsize=(0.45 * per_class * len(policies) + 0.5, 5), squeeze=False
-    )
+        1, len(policies), figsize=(max(0.5 * per_class * len(policies) + 0.5, 5), 5.5),
+        squeeze=False,
+    )  # fmt: skip
     means = {}
     for ax, (name, pol) in zip(axes[0], policies.items(), strict=True):
         pol.eval()
@@ -208,19 +209,28 @@ def digits_sample_grid(
             pol, prompts, task.completion_len, task.mask_id, steps=12, cfg_scale=cfg_scale,
             uncond_ids=task.uncond_ids if cfg_scale else None, generator=seed,
         )  # fmt: skip
-        imgs = task.decode_tokens(seqs[:, 1:]).numpy()
+        comps = seqs[:, 1:].clone()
+        bad = (comps >= task.levels).view(-1, task.size, task.size).numpy()
+        comps[comps >= task.levels] = 0  # a class / null token in a pixel: drawn red below
+        imgs = task.decode_tokens(comps).numpy()
+        imgs[bad] = np.nan
         means[name] = float(task.reward(seqs[:, :1], seqs[:, 1:]).mean())
         s = task.size
-        grid = np.ones((10 * (s + 1) - 1, per_class * (s + 1) - 1)) * 16.0
+        grid = np.full((10 * (s + 1) - 1, per_class * (s + 1) - 1), -1.0)  # separators
         for i, img in enumerate(imgs):
             r, c = divmod(i, per_class)
             grid[r * (s + 1) : r * (s + 1) + s, c * (s + 1) : c * (s + 1) + s] = img
-        ax.imshow(grid, cmap="gray_r", vmin=0, vmax=16)
+        cmap = matplotlib.colormaps["gray_r"].copy()
+        cmap.set_bad("red")
+        cmap.set_under("lightsteelblue")
+        ax.imshow(grid, cmap=cmap, vmin=0, vmax=16)
         ax.set_yticks([r * (s + 1) + s / 2 for r in range(10)], [str(d) for d in range(10)])
         ax.set_xticks([])
         ax.set_title(f"{name}\nmean reward {means[name]:.3f}", fontsize=8)
     fig.suptitle(
-        f"Digits-T2I {task.size}×{task.size} emerge samples (rows: prompted class; CFG w = {cfg_scale:g})"
+        f"Digits-T2I {task.size}×{task.size}, emerge, CFG w = {cfg_scale:g}\n"
+        "(rows: prompted class; red: non-pixel token)",
+        fontsize=9,
     )
     fig.tight_layout()
     return fig, means
