@@ -204,3 +204,17 @@ def test_cli_pretrains_and_trains_digits(tmp_path, capsys):
             "2", "--steps", "1", "--eval-every", "0", "--checkpoint", str(ck), "--no-progress"]  # fmt: skip
     assert main(argv) == 0
     assert "checkpoint at step 1" in capsys.readouterr().out
+
+
+def test_e1_run_on_digits_uses_the_image_branch():
+    """The reproduce E1 run on Digits-T2I: random remask, emerge rollouts, a reward curve."""
+    from iclr26.maskgrpo.experiments import ARMS, e1_run
+
+    out = e1_run(
+        "digits4", ARMS["MaskGRPO"], seed=0, steps=2, prompts_per_step=2, num_generations=4,
+        num_iterations=2, eval_every=1, n_eval=4, keep_policy=True,
+    )  # fmt: skip
+    assert [c[0] for c in out["curve"]] == [0, 1, 2]
+    assert all(0.0 <= c[2] <= 1.0 for c in out["curve"])
+    assert out["zero_std_frac"] == 0.0  # continuous rewards: groups are never constant here
+    assert isinstance(out["policy"], TinyMaskedDenoiser)
