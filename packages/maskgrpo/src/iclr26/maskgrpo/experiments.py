@@ -33,8 +33,8 @@ from iclr26.shared import Report, timeit
 from iclr26.shared import progress as progress_bar
 
 __all__ = [
-    "ARMS", "bench", "e1_run", "e2_sampler_diversity", "e3_estimator_quality", "reproduce",
-    "trl_parity",
+    "ARMS", "IMAGE_TASK", "TASK_CONFIG", "bench", "digits_sample_grid", "e1_run",
+    "e2_sampler_diversity", "e3_estimator_quality", "reproduce", "trl_parity",
 ]  # fmt: skip
 
 PACKAGE = "iclr26-maskgrpo"
