@@ -147,3 +147,57 @@ def test_classifier_free_guidance_combines_logits():
     guided = emerge_sample(Cond(), p, 4, MASK, cfg_scale=3.0, uncond_ids=unc, generator=0)[:, 1:]
     assert (guided == 4).double().mean() > (plain == 4).double().mean() + 0.2
     assert (guided == 7).double().mean() < 0.01
+
+
+def _reference_low_confidence(
+    policy, prompt_ids, gen_length, mask_id, block_length, steps, tau, seed
+):
+    """The 0.3.0 sampler, float64 work on every position (kept to pin the faster one to it)."""
+    g = torch.Generator().manual_seed(seed)
+    p = prompt_ids.shape[1]
+    x = torch.cat([prompt_ids, torch.full((len(prompt_ids), gen_length), mask_id)], 1)
+    blocks = gen_length // block_length
+    per_block = steps // blocks
+    base, rem = divmod(block_length, per_block)
+    counts = [base + (1 if i < rem else 0) for i in range(per_block)]
+    with torch.no_grad():
+        for b in range(blocks):
+            lo, hi = p + b * block_length, p + (b + 1) * block_length
+            for n_s in counts:
+                if n_s == 0:
+                    continue
+                logits = policy(x).double()
+                logits[..., mask_id] = -math.inf
+                if tau > 0:
+                    u = torch.rand(logits.shape, generator=g, dtype=torch.float64)
+                    u = u.clamp_(1e-20, 1.0 - 1e-16)
+                    logits_n = logits + tau * (-torch.log(-torch.log(u)))
+                else:
+                    logits_n = logits
+                x0 = logits_n.argmax(-1)
+                conf = torch.softmax(logits, -1).gather(-1, x0[..., None]).squeeze(-1)
+                masked = x == mask_id
+                conf = torch.where(masked, conf, -math.inf)
+                conf[:, :lo] = -math.inf
+                conf[:, hi:] = -math.inf
+                top = conf.topk(n_s, dim=1).indices
+                sel = torch.zeros_like(masked).scatter_(1, top, True) & masked
+                x = torch.where(sel, x0, x)
+    return x
+
+
+@pytest.mark.parametrize(
+    ("block", "steps", "tau"), [(8, 8, 0.9), (4, 4, 0.9), (8, 4, 0.0), (2, 8, 1.3)]
+)
+def test_low_confidence_sampler_equals_the_full_width_reference(block, steps, tau):
+    """Restricting the float64 work to the current block changes no sample (same stream)."""
+    from iclr26.maskgrpo import TinyMaskedDenoiser
+
+    torch.manual_seed(0)
+    pol = TinyMaskedDenoiser(V, 17, d_model=16, n_layers=1, n_heads=2).eval()
+    prompts = torch.randint(0, 10, (16, 9), generator=torch.Generator().manual_seed(1))
+    ref = _reference_low_confidence(pol, prompts, 8, MASK, block, steps, tau, seed=7)
+    out = low_confidence_block_sample(
+        pol, prompts, 8, MASK, block_length=block, steps=steps, temperature=tau, generator=7
+    )
+    assert torch.equal(out, ref)

@@ -27,7 +27,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "advantages": ["group_advantages", "rank_rewards"],
         "loss": ["LossInputs", "check_loss_inputs", "clipped_surrogate", "gmpo_surrogate", "k3_kl"],
         "sampling": ["emerge_sample", "low_confidence_block_sample", "maskgit_sample"],
-        "tasks": ["Add3", "Sort8", "Sudoku4", "Task", "get_task"],
+        "tasks": ["Add3", "DigitsT2I", "Sort8", "Sudoku4", "Task", "get_task"],
         "pretrain": ["mdlm_loss", "pretrain_denoiser"],
         "trainer": ["ESTIMATORS", "MaskGRPOConfig", "MaskGRPOTrainer", "build_estimator_inputs"],
         "data": ["load_pretrained", "pretrained_path"],

@@ -9,7 +9,7 @@ from iclr26.shared import existing_file, float_arg, int_arg, make_cli, prepare_o
 
 __all__ = ["main"]
 
-TASK_NAMES = ("sort8", "add3", "sudoku4")
+TASK_NAMES = ("sort8", "add3", "sudoku4", "digits", "digits4")
 ESTIMATOR_NAMES = ("maskgrpo", "d1", "uniform")
 
 
@@ -33,7 +33,7 @@ def _pretrain_setup(parser: argparse.ArgumentParser):
         from iclr26.maskgrpo.data import PRETRAIN_DEFAULTS, TINY
         from iclr26.maskgrpo.policy import TinyMaskedDenoiser, save_denoiser
         from iclr26.maskgrpo.pretrain import pretrain_denoiser
-        from iclr26.maskgrpo.tasks import VOCAB_SIZE, get_task
+        from iclr26.maskgrpo.tasks import get_task
 
         torch.set_num_threads(1)
         task = get_task(args.task)
@@ -41,8 +41,9 @@ def _pretrain_setup(parser: argparse.ArgumentParser):
         steps = args.steps or defaults["steps"]
         torch.manual_seed(args.seed)
         model = TinyMaskedDenoiser(
-            VOCAB_SIZE, task.prompt_len + task.completion_len, **TINY, pos_std=defaults["pos_std"]
-        )
+            task.vocab_size, task.prompt_len + task.completion_len, **TINY,
+            mask_id=task.mask_id, pos_std=defaults["pos_std"],
+        )  # fmt: skip
         losses = pretrain_denoiser(
             model, task, steps=steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
             progress=not args.no_progress,
@@ -92,6 +93,12 @@ def _train_setup(parser: argparse.ArgumentParser):
         default="low_confidence",
         help="rollout sampler",
     )
+    parser.add_argument(
+        "--cfg-scale",
+        type=float_arg(0),
+        default=0.0,
+        help="classifier-free guidance weight of emerge/maskgit rollouts (digits tasks)",
+    )
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument(
         "--eval-every",
@@ -125,7 +132,7 @@ def _train_setup(parser: argparse.ArgumentParser):
             num_generations=args.generations, num_iterations=args.iterations,
             estimator=args.estimator, remask=args.remask, min_mask_rate=args.min_mask_rate,
             learning_rate=args.lr, beta=args.beta, epsilon=args.epsilon, sampler=args.sampler,
-            seed=args.seed,
+            cfg_scale=args.cfg_scale, seed=args.seed,
         )  # fmt: skip
         tr = MaskGRPOTrainer(policy, task, cfg)
         if ck.exists():

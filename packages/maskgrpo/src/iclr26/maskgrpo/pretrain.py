@@ -56,7 +56,9 @@ def pretrain_denoiser(
     progress: bool = False,
     callback: Callable[[int, nn.Module], None] | None = None,
 ) -> list[float]:
-    """Train ``model`` with :func:`mdlm_loss` on fresh (prompt, solution) pairs of ``task``.
+    """Train ``model`` with :func:`mdlm_loss` on fresh (prompt, solution) pairs of ``task``
+    (``task.sample_pairs(n, seed)`` where the task defines it, e.g. dataset images of
+    :class:`~iclr26.maskgrpo.DigitsT2I`).
 
     Deliberately short by default so the RL stage has headroom. Returns the loss per step;
     ``callback(steps_done, model)`` runs after every step (snapshots, early stop by raising).
@@ -76,11 +78,16 @@ def pretrain_denoiser(
     # linear warm-up then constant: a run of k steps is a prefix of a longer run
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
     g = torch.Generator().manual_seed(seed)
+    pairs = getattr(task, "sample_pairs", None)
     losses = []
     model.train()
     for step in progress_bar(range(steps), desc=f"pretrain {task.name}", enabled=progress):
-        prompts = task.sample_prompts(batch_size, seed=seed * 100_003 + step)
-        seqs = torch.cat([prompts, task.solutions(prompts)], 1).to(device)
+        if pairs is not None:  # tasks with many solutions per prompt (DigitsT2I: images)
+            prompts, completions = pairs(batch_size, seed=seed * 100_003 + step)
+        else:
+            prompts = task.sample_prompts(batch_size, seed=seed * 100_003 + step)
+            completions = task.solutions(prompts)
+        seqs = torch.cat([prompts, completions], 1).to(device)
         loss = mdlm_loss(model, seqs, task.prompt_len, task.mask_id, g)
         opt.zero_grad(set_to_none=True)
         loss.backward()

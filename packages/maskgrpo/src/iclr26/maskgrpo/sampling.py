@@ -124,18 +124,25 @@ def low_confidence_block_sample(
         for n_s in counts:
             if n_s == 0:
                 continue
-            logits = policy_logits(policy, x).double()
+            # only the current block can be unmasked: the float64 work (Gumbel, softmax,
+            # top-k) runs on its positions; the uniforms are still drawn for the whole
+            # sequence so that the random stream (and every sample) is that of the full draw
+            out = policy_logits(policy, x)
+            logits = out[:, lo:hi].double()
             logits[..., mask_id] = -math.inf
-            noisy = logits + tau * _gumbel(logits.shape, g, x.device) if tau > 0 else logits
-            x0 = noisy.argmax(-1)
+            if tau > 0:
+                full = (x.shape[0], x.shape[1], out.shape[-1])
+                u = torch.rand(full, generator=g, dtype=torch.float64)[:, lo:hi]
+                u = u.clamp_(1e-20, 1.0 - 1e-16).log_().neg_().log_().neg_().to(x.device)
+                x0 = (logits + tau * u).argmax(-1)
+            else:
+                x0 = logits.argmax(-1)
             conf = torch.softmax(logits, -1).gather(-1, x0[..., None]).squeeze(-1)
-            masked = x == mask_id
+            masked = x[:, lo:hi] == mask_id
             conf = torch.where(masked, conf, -math.inf)
-            conf[:, :lo] = -math.inf
-            conf[:, hi:] = -math.inf
             top = conf.topk(n_s, dim=1).indices
             sel = torch.zeros_like(masked).scatter_(1, top, True) & masked
-            x = torch.where(sel, x0, x)
+            x[:, lo:hi] = torch.where(sel, x0, x[:, lo:hi])
     return x
 
 

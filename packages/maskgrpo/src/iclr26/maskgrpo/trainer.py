@@ -72,6 +72,9 @@ class MaskGRPOConfig:
         block_length, sampling_steps: of the low-confidence sampler (``None``: one block, one
             token per step); ``sampling_steps`` is T for emerge/MaskGIT (``None``: 12).
         temperature: rollout temperature (0.9 text).
+        cfg_scale: classifier-free guidance weight w of the emerge / MaskGIT rollouts
+            ((1 + w)·cond − w·uncond; 3 in the image release, 0 = off); needs a task with
+            ``uncond_ids`` (the null prompt, e.g. :class:`~iclr26.maskgrpo.DigitsT2I`).
         learning_rate, weight_decay, adam_beta2, max_grad_norm: AdamW and gradient clipping.
         ref_sync_steps: copy the policy into the reference every this many steps (``None``: never).
         seed: seeds every draw of the run.
@@ -95,6 +98,7 @@ class MaskGRPOConfig:
     block_length: int | None = None
     sampling_steps: int | None = None
     temperature: float = 0.9
+    cfg_scale: float = 0.0
     learning_rate: float = 5e-5
     weight_decay: float = 0.1
     adam_beta2: float = 0.99
@@ -134,6 +138,9 @@ class MaskGRPOConfig:
         check_range(self.temperature, "temperature", low=0.0)
         if self.sampler != "low_confidence" and self.temperature == 0:
             raise ValueError(f"temperature must be > 0 for the {self.sampler} sampler")
+        check_range(self.cfg_scale, "cfg_scale", low=0.0)
+        if self.cfg_scale and self.sampler == "low_confidence":
+            raise ValueError("cfg_scale > 0 needs the emerge or maskgit sampler")
         check_range(self.learning_rate, "learning_rate", low=0.0, low_inclusive=False)
         check_range(self.weight_decay, "weight_decay", low=0.0)
         check_range(self.adam_beta2, "adam_beta2", low=0.0, high=1.0, high_inclusive=False)
@@ -219,6 +226,10 @@ class MaskGRPOTrainer:
         if not isinstance(config, MaskGRPOConfig):
             raise TypeError(f"config must be a MaskGRPOConfig, got {type(config).__name__}")
         check_int(task.mask_id, "task.mask_id", low=0)
+        if config.cfg_scale and getattr(task, "uncond_ids", None) is None:
+            raise ValueError(
+                "config.cfg_scale > 0 needs a task with uncond_ids (its unconditional prompt)"
+            )
         vocab = getattr(getattr(policy, "config", None), "vocab_size", None)
         if vocab is None and isinstance(getattr(policy, "config", None), dict):
             vocab = policy.config.get("vocab_size")
@@ -607,7 +618,10 @@ class MaskGRPOTrainer:
             ) from None
         if not isinstance(state, dict) or not {"policy", "optimizer", "step"} <= set(state):
             raise ValueError(f"checkpoint {path} is not a trainer checkpoint")
-        if state.get("config") != dataclasses.asdict(self.config):
+        saved = state.get("config")
+        if isinstance(saved, dict):  # keys added in later versions take their defaults
+            saved = {**dataclasses.asdict(MaskGRPOConfig()), **saved}
+        if saved != dataclasses.asdict(self.config):
             raise ValueError(f"checkpoint {path} was written with a different config")
         self.policy.load_state_dict(state["policy"])
         if self.ref_policy is not None:
@@ -626,9 +640,10 @@ def _sample(
             steps=cfg.sampling_steps, temperature=cfg.temperature, generator=g,
         )  # fmt: skip
     fn = emerge_sample if cfg.sampler == "emerge" else maskgit_sample
+    uncond = getattr(task, "uncond_ids", None) if cfg.cfg_scale else None
     return fn(
         policy, reps, task.completion_len, task.mask_id, steps=cfg.sampling_steps or 12,
-        temperature=cfg.temperature, generator=g,
+        temperature=cfg.temperature, cfg_scale=cfg.cfg_scale, uncond_ids=uncond, generator=g,
     )  # fmt: skip
 
 
