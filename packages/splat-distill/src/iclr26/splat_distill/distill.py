@@ -343,9 +343,29 @@ class SplatAndDistill(nn.Module):
         }  # fmt: skip
 
     # -- one step --------------------------------------------------------------------------
-    def training_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-        """Targets, loss, backward, clipped Adam step and (every ``ema_every`` steps) the EMA."""
+    def training_step(
+        self, batch: dict[str, Tensor], *, accelerator: Any = None
+    ) -> tuple[Tensor, dict[str, float]]:
+        """Targets, loss, backward, clipped Adam step and (every ``ema_every`` steps) the EMA.
+
+        Data parallel with a Hugging Face ``accelerate.Accelerator`` (the ``accelerate`` extra):
+        every process passes the same whole ``batch`` (same seed), keeps its contiguous shard of
+        B / num_processes triplets, weights its loss by its share of the supervised tokens of the
+        whole batch, and the gradients are summed over processes (``accelerator.reduce``) before
+        the clipped Adam step, so every process takes the step one process would take on the
+        whole batch (up to float rounding) and the replicas stay identical. With one process this
+        is bit-identical to ``accelerator=None``. The batch size must divide evenly; LoRA dropout
+        and ``depth="noisy"`` draw their noise per process, so only deterministic settings match
+        the one-process run exactly.
+        """
         cfg = self.cfg
+        world = 1 if accelerator is None else int(accelerator.num_processes)
+        if world > 1:
+            B = batch["ctx_rgb"].shape[0]
+            if B % world:
+                raise ValueError(f"batch size {B} must be divisible by the {world} processes")
+            b, r = B // world, int(accelerator.process_index)
+            batch = {k: v if k == "K" else v[r * b : (r + 1) * b] for k, v in batch.items()}
         self.student.train()
         tg = self.splat_targets(batch)
         fs = self.student(tg["image"])
@@ -357,6 +377,10 @@ class SplatAndDistill(nn.Module):
         s_tok = fs.permute(0, 2, 3, 1).reshape(-1, C)
         t_tok = tg["target"].permute(0, 2, 3, 1).reshape(-1, C)
         wts = tg["valid"].reshape(-1).to(fs.dtype)
+        w_sum = wts.sum()
+        if accelerator is not None:
+            w_all = accelerator.reduce(w_sum.detach().clone(), reduction="sum")
+            share = w_sum / w_all if w_all > 0 else w_sum.new_tensor(1.0 / world)
         logs: dict[str, float] = {"valid_frac": float(wts.mean())}
         if cfg.loss == "dino_ce":
             s_logits = self.head_s(s_tok)
@@ -370,15 +394,25 @@ class SplatAndDistill(nn.Module):
                 p = F.softmax(t_logits / cfg.tau_t, -1)
                 logs["teacher_entropy"] = float(-(p * p.clamp_min(1e-12).log()).sum(-1).mean())
                 if cfg.center:
-                    self.center.mul_(cfg.center_momentum).add_(
-                        t_logits.mean(0), alpha=1 - cfg.center_momentum
-                    )
+                    c = t_logits.mean(0)
+                    if world > 1:
+                        c = accelerator.reduce(c.contiguous(), reduction="mean")
+                    self.center.mul_(cfg.center_momentum).add_(c, alpha=1 - cfg.center_momentum)
         else:
             cos = F.cosine_similarity(s_tok, t_tok, dim=-1)
             loss = ((1 - cos) * wts).sum() / wts.sum().clamp_min(1e-12)
+        if accelerator is not None:
+            loss = loss * share  # this process's part of the whole batch's weighted mean
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if world > 1:
+            for p in params:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                p.grad.copy_(accelerator.reduce(p.grad.contiguous(), reduction="sum"))
+            loss = accelerator.reduce(loss.detach().clone(), reduction="sum")
+            logs["valid_frac"] = float(w_all) / (wts.numel() * world)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         self.optimizer.step()
         self.steps += 1
