@@ -108,3 +108,25 @@ def test_distill_and_resume(tmp_path):
     b = load_pretrained_vfm(str(tmp_path / "s3.safetensors")).state_dict()
     for k in a:
         torch.testing.assert_close(a[k], b[k])  # resumed run == uninterrupted run
+
+
+def test_lora_distill_writes_a_merged_backbone_and_train_depth_writes_a_net(tmp_path, capsys):
+    pytest.importorskip("peft")
+    from iclr26.splat_distill import load_depth_net, load_pretrained_vfm
+
+    out = tmp_path / "s.safetensors"
+    argv = ["distill", "--scenes", "1", "--batch", "1", "--steps", "1", "--no-progress",
+            "--lora-rank", "2", "--depth", "noisy", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    m = load_pretrained_vfm(str(out))  # strict load: merged, original keys
+    assert not torch.equal(
+        m.state_dict()["blocks.0.qkv.weight"],
+        load_pretrained_vfm().state_dict()["blocks.0.qkv.weight"],
+    )
+    d = tmp_path / "d.safetensors"
+    argv = ["train-depth", "--scenes", "1", "--test-scenes", "1", "--steps", "2", "--width", "4",
+            "--no-progress", "--out", str(d)]  # fmt: skip
+    assert main(argv) == 0
+    assert "constant depth" in capsys.readouterr().out
+    assert load_depth_net(str(d))(torch.rand(1, 3, 32, 32)).shape == (1, 32, 32)
+    assert main([*argv[:-2], "--width", "6", "--out", str(tmp_path / "e.safetensors")]) == 2

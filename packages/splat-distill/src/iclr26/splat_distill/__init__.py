@@ -25,7 +25,11 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "upsample": ["mask_aware_upsample", "semantic_blend"],
         "scenes": ["Scene", "View", "random_scene", "render_view", "orbit_cameras"],
         "data": ["MultiViewData", "make_dataset", "triplet_batch"],
-        "models": ["DINOHead", "TinyViT", "load_pretrained_vfm"],
+        "models": ["DINOHead", "TimmViT", "TinyViT", "add_lora", "load_pretrained_vfm", "merge_lora"],
+        "depth": [
+            "DepthNet", "constant_depth_baseline", "depth_errors", "load_depth_net", "noisy_depth",
+            "train_depth_net",
+        ],
         "distill": ["SnDConfig", "SplatAndDistill", "dino_ce_loss", "ema_update"],
         "baselines": ["fit3d_like", "mef_like"],
         "evaluation": [

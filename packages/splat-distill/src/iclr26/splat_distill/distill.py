@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -26,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from iclr26.splat_distill.depth import DepthNet, load_depth_net, noisy_depth
 from iclr26.splat_distill.gaussians import Gaussians, pixel_aligned_gaussians
 from iclr26.splat_distill.geometry import Camera
-from iclr26.splat_distill.models import DINOHead
+from iclr26.splat_distill.models import DINOHead, add_lora, is_lora, merge_lora
 from iclr26.splat_distill.raster import rasterize_features
 from iclr26.splat_distill.upsample import mask_aware_upsample, semantic_blend
 
@@ -59,6 +61,13 @@ class SnDConfig:
         lift_stride, scale_px, opacity: pixel-aligned lifting (one Gaussian per stride² pixels).
         min_alpha: a token is supervised only where the resized render alpha exceeds this.
         backend: rasteriser backend.
+        lora_rank: 0 trains the student in full; r ≥ 1 trains peft LoRA adapters of rank r on
+            the modules named in ``lora_targets`` (official: r = 8, α = ``lora_alpha`` = 8,
+            dropout ``lora_dropout`` = 0.1, targets ``qkv``, ``proj``; needs the ``lora`` extra).
+        depth: where the lifting's context depth comes from: ``"oracle"`` (exact), ``"noisy"``
+            (oracle · exp(``depth_noise`` · smooth unit noise), seeded) or ``"learned"`` (the
+            :class:`~iclr26.splat_distill.depth.DepthNet` given to the trainer, by default the
+            shipped one, predicting depth from the context image).
     """
 
     n_prototypes: int = 1024
@@ -82,8 +91,35 @@ class SnDConfig:
     opacity: float = 0.95
     min_alpha: float = 0.5
     backend: Literal["torch-dense", "torch-tiled"] = "torch-tiled"
+    lora_rank: int = 0
+    lora_alpha: float = 8.0
+    lora_dropout: float = 0.1
+    lora_targets: tuple[str, ...] = ("qkv", "proj")
+    depth: Literal["oracle", "noisy", "learned"] = "oracle"
+    depth_noise: float = 0.1
 
     def __post_init__(self) -> None:
+        if (
+            isinstance(self.lora_rank, bool)
+            or not isinstance(self.lora_rank, int)
+            or self.lora_rank < 0
+        ):
+            raise ValueError(f"lora_rank must be an int ≥ 0, got {self.lora_rank!r}")
+        if not self.lora_alpha > 0:
+            raise ValueError(f"lora_alpha must be positive, got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        if (
+            isinstance(self.lora_targets, str)
+            or not all(isinstance(t, str) for t in self.lora_targets)
+            or not self.lora_targets
+        ):
+            raise ValueError(
+                f"lora_targets must be a non-empty tuple of names, got {self.lora_targets!r}"
+            )
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        if not (math.isfinite(self.depth_noise) and self.depth_noise >= 0):
+            raise ValueError(f"depth_noise must be a finite number ≥ 0, got {self.depth_noise}")
         for name in (
             "n_prototypes",
             "head_hidden",
@@ -106,6 +142,7 @@ class SnDConfig:
         for name, choices in (
             ("upsample", ("mask_aware", "bilinear")), ("target", ("novel", "context")),
             ("loss", ("dino_ce", "cosine")), ("backend", ("torch-dense", "torch-tiled")),
+            ("depth", ("oracle", "noisy", "learned")),
         ):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
@@ -173,12 +210,17 @@ class SplatAndDistill(nn.Module):
     Args:
         student: any module mapping images [B,3,H,W] to patch tokens [B,C,h,w] (e.g.
             :class:`~iclr26.splat_distill.models.TinyViT`, or a timm ViT wrapped to return
-            reshaped patch tokens). Trained in full (LoRA is not implemented here).
+            :class:`~iclr26.splat_distill.models.TimmViT`). Trained in full, or, with
+            ``cfg.lora_rank ≥ 1``, wrapped in place with LoRA adapters
+            (:func:`~iclr26.splat_distill.models.add_lora`) of which only the adapters train;
+            the EMA teacher is then a copy of the LoRA student (adapters and frozen base).
         cfg: :class:`SnDConfig`.
         feature_dim: C; default ``student.embed_dim``.
         lifter: ``(depth [H,W], cam, features [C,H,W], **kw) -> Gaussians`` (default
             :func:`pixel_aligned_gaussians`; replace with a learned reconstructor).
-        seed: seeds the head initialisation.
+        depth_net: the depth predictor of ``cfg.depth = "learned"`` (default: the shipped
+            :func:`~iclr26.splat_distill.depth.load_depth_net`); ignored otherwise.
+        seed: seeds the head and LoRA initialisation and the depth noise.
     """
 
     def __init__(
@@ -188,6 +230,7 @@ class SplatAndDistill(nn.Module):
         *,
         feature_dim: int | None = None,
         lifter: Callable[..., Gaussians] = pixel_aligned_gaussians,
+        depth_net: DepthNet | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -201,6 +244,9 @@ class SplatAndDistill(nn.Module):
             raise ValueError("feature_dim must be given (student has no int embed_dim)")
         self.cfg = cfg
         self.lifter = lifter
+        if cfg.lora_rank > 0:
+            student = add_lora(student, rank=cfg.lora_rank, alpha=cfg.lora_alpha,
+                               dropout=cfg.lora_dropout, targets=cfg.lora_targets, seed=seed)  # fmt: skip
         self.student = student
         self.teacher = copy.deepcopy(student).requires_grad_(False).eval()
         gen_state = torch.random.get_rng_state()
@@ -212,11 +258,31 @@ class SplatAndDistill(nn.Module):
         self.head_s.to(dev)
         self.head_t.to(dev)
         self.register_buffer("center", torch.zeros(cfg.n_prototypes, device=dev))
+        self.depth_net: nn.Module | None = None
+        if cfg.depth == "learned":
+            net = load_depth_net() if depth_net is None else depth_net
+            if not isinstance(net, nn.Module):
+                raise TypeError(f"depth_net must be an nn.Module, got {type(net).__name__}")
+            self.depth_net = net.to(dev).eval().requires_grad_(False)
+        self.depth_generator = torch.Generator().manual_seed(seed)
         params = [p for p in [*student.parameters(), *self.head_s.parameters()] if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr)
         self.steps = 0
 
     # -- targets ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def context_depth(self, batch: dict[str, Tensor]) -> Tensor:
+        """Depth [B, n_ctx, H, W] the context views are lifted with (``cfg.depth``)."""
+        if self.cfg.depth == "oracle":
+            return batch["ctx_depth"]
+        if self.cfg.depth == "noisy":
+            return noisy_depth(
+                batch["ctx_depth"], self.cfg.depth_noise, generator=self.depth_generator
+            )
+        rgb = batch["ctx_rgb"]
+        dev = next(self.depth_net.parameters()).device
+        return self.depth_net(rgb.flatten(0, 1).to(dev)).reshape(*rgb.shape[:2], *rgb.shape[3:])
+
     @torch.no_grad()
     def splat_targets(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """Teacher targets on the student's token grid for a triplet batch (see
@@ -231,6 +297,7 @@ class SplatAndDistill(nn.Module):
         C, h, w = feats.shape[1:]
         feats = feats.reshape(B, n_ctx, C, h, w)
         K = batch["K"]
+        ctx_depth = self.context_depth(batch)
         R = cfg.render_size
         outs, alphas, images = [], [], []
         for b in range(B):
@@ -251,7 +318,7 @@ class SplatAndDistill(nn.Module):
                     )[0]
                 cam = Camera(K.to(dev), batch["ctx_c2w"][b, j].to(dev), H, W)
                 parts.append(
-                    self.lifter(batch["ctx_depth"][b, j].to(dev), cam, up, scale_px=cfg.scale_px,
+                    self.lifter(ctx_depth[b, j].to(dev), cam, up, scale_px=cfg.scale_px,
                                 opacity=cfg.opacity, stride=cfg.lift_stride)
                 )  # fmt: skip
             g = Gaussians.concat(parts)
@@ -276,9 +343,29 @@ class SplatAndDistill(nn.Module):
         }  # fmt: skip
 
     # -- one step --------------------------------------------------------------------------
-    def training_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-        """Targets, loss, backward, clipped Adam step and (every ``ema_every`` steps) the EMA."""
+    def training_step(
+        self, batch: dict[str, Tensor], *, accelerator: Any = None
+    ) -> tuple[Tensor, dict[str, float]]:
+        """Targets, loss, backward, clipped Adam step and (every ``ema_every`` steps) the EMA.
+
+        Data parallel with a Hugging Face ``accelerate.Accelerator`` (the ``accelerate`` extra):
+        every process passes the same whole ``batch`` (same seed), keeps its contiguous shard of
+        B / num_processes triplets, weights its loss by its share of the supervised tokens of the
+        whole batch, and the gradients are summed over processes (``accelerator.reduce``) before
+        the clipped Adam step, so every process takes the step one process would take on the
+        whole batch (up to float rounding) and the replicas stay identical. With one process this
+        is bit-identical to ``accelerator=None``. The batch size must divide evenly; LoRA dropout
+        and ``depth="noisy"`` draw their noise per process, so only deterministic settings match
+        the one-process run exactly.
+        """
         cfg = self.cfg
+        world = 1 if accelerator is None else int(accelerator.num_processes)
+        if world > 1:
+            B = batch["ctx_rgb"].shape[0]
+            if B % world:
+                raise ValueError(f"batch size {B} must be divisible by the {world} processes")
+            b, r = B // world, int(accelerator.process_index)
+            batch = {k: v if k == "K" else v[r * b : (r + 1) * b] for k, v in batch.items()}
         self.student.train()
         tg = self.splat_targets(batch)
         fs = self.student(tg["image"])
@@ -290,6 +377,10 @@ class SplatAndDistill(nn.Module):
         s_tok = fs.permute(0, 2, 3, 1).reshape(-1, C)
         t_tok = tg["target"].permute(0, 2, 3, 1).reshape(-1, C)
         wts = tg["valid"].reshape(-1).to(fs.dtype)
+        w_sum = wts.sum()
+        if accelerator is not None:
+            w_all = accelerator.reduce(w_sum.detach().clone(), reduction="sum")
+            share = w_sum / w_all if w_all > 0 else w_sum.new_tensor(1.0 / world)
         logs: dict[str, float] = {"valid_frac": float(wts.mean())}
         if cfg.loss == "dino_ce":
             s_logits = self.head_s(s_tok)
@@ -303,15 +394,25 @@ class SplatAndDistill(nn.Module):
                 p = F.softmax(t_logits / cfg.tau_t, -1)
                 logs["teacher_entropy"] = float(-(p * p.clamp_min(1e-12).log()).sum(-1).mean())
                 if cfg.center:
-                    self.center.mul_(cfg.center_momentum).add_(
-                        t_logits.mean(0), alpha=1 - cfg.center_momentum
-                    )
+                    c = t_logits.mean(0)
+                    if world > 1:
+                        c = accelerator.reduce(c.contiguous(), reduction="mean")
+                    self.center.mul_(cfg.center_momentum).add_(c, alpha=1 - cfg.center_momentum)
         else:
             cos = F.cosine_similarity(s_tok, t_tok, dim=-1)
             loss = ((1 - cos) * wts).sum() / wts.sum().clamp_min(1e-12)
+        if accelerator is not None:
+            loss = loss * share  # this process's part of the whole batch's weighted mean
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if world > 1:
+            for p in params:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                p.grad.copy_(accelerator.reduce(p.grad.contiguous(), reduction="sum"))
+            loss = accelerator.reduce(loss.detach().clone(), reduction="sum")
+            logs["valid_frac"] = float(w_all) / (wts.numel() * world)
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         self.optimizer.step()
         self.steps += 1
@@ -330,24 +431,44 @@ class SplatAndDistill(nn.Module):
     def export_backbone(
         self, which: Literal["student", "teacher"] = "student"
     ) -> dict[str, Tensor]:
-        """Plain state dict (keys as in the backbone module, cloned, CPU) of the student or teacher."""
+        """Plain state dict (keys as in the backbone module, cloned, CPU) of the student or teacher.
+
+        A LoRA backbone is exported merged (``W + (α/r)·B A``, :func:`merge_lora`): the keys are
+        the original module's, so it loads strictly into a fresh backbone of the same config."""
+        if which not in ("student", "teacher"):
+            raise ValueError(f"which must be 'student' or 'teacher', got {which!r}")
+        mod = self.backbone(which)
+        return {k: v.detach().cpu().clone() for k, v in mod.state_dict().items()}
+
+    def backbone(self, which: Literal["student", "teacher"] = "student") -> nn.Module:
+        """The student or teacher as a plain backbone module (LoRA merged into a copy; without
+        LoRA the module itself)."""
         if which not in ("student", "teacher"):
             raise ValueError(f"which must be 'student' or 'teacher', got {which!r}")
         mod = self.student if which == "student" else self.teacher
-        return {k: v.detach().cpu().clone() for k, v in mod.state_dict().items()}
+        return merge_lora(mod) if is_lora(mod) else mod
 
     def checkpoint(self) -> dict[str, Any]:
-        """Everything needed to resume: modules, optimiser, step count, config."""
+        """Everything needed to resume exactly: modules (a LoRA student with its adapters),
+        optimiser, step count, config, the depth-noise generator and the global torch RNG state
+        (LoRA dropout draws from it)."""
         return {
             "student": self.student.state_dict(), "teacher": self.teacher.state_dict(),
             "head_s": self.head_s.state_dict(), "head_t": self.head_t.state_dict(),
             "center": self.center.clone(), "optimizer": self.optimizer.state_dict(),
             "steps": self.steps, "cfg": asdict(self.cfg),
+            "depth_rng": self.depth_generator.get_state(), "torch_rng": torch.random.get_rng_state(),
         }  # fmt: skip
 
     def load_checkpoint(self, ckpt: dict[str, Any]) -> None:
-        """Restore :meth:`checkpoint` output (the config must match)."""
-        if ckpt.get("cfg") != asdict(self.cfg):
+        """Restore :meth:`checkpoint` output (the config must match); also restores the global
+        torch RNG state saved with it, so dropout continues as in the original run."""
+        if not isinstance(ckpt, dict):
+            raise TypeError(f"ckpt must be a dict from checkpoint(), got {type(ckpt).__name__}")
+        saved = dict(ckpt.get("cfg") or {})
+        if isinstance(saved.get("lora_targets"), list):
+            saved["lora_targets"] = tuple(saved["lora_targets"])
+        if saved != asdict(self.cfg):
             raise ValueError("checkpoint was written with a different SnDConfig")
         self.student.load_state_dict(ckpt["student"])
         self.teacher.load_state_dict(ckpt["teacher"])
@@ -356,3 +477,7 @@ class SplatAndDistill(nn.Module):
         self.center.copy_(ckpt["center"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.steps = int(ckpt["steps"])
+        if "depth_rng" in ckpt:
+            self.depth_generator.set_state(ckpt["depth_rng"])
+        if "torch_rng" in ckpt:
+            torch.random.set_rng_state(ckpt["torch_rng"])

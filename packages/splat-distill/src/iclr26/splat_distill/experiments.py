@@ -33,6 +33,7 @@ from iclr26.shared import Report, timeit
 from iclr26.shared import progress as progress_bar
 from iclr26.splat_distill.baselines import fit3d_like, mef_like
 from iclr26.splat_distill.data import MultiViewData, make_dataset, triplet_batch
+from iclr26.splat_distill.depth import depth_errors, load_depth_net, noisy_depth
 from iclr26.splat_distill.distill import SnDConfig, SplatAndDistill
 from iclr26.splat_distill.evaluation import (
     correspondence_recall,
@@ -56,6 +57,7 @@ CLAIM = (
     "teacher improves with the student."
 )
 ROT_BINS = (0, 15, 30, 60, 180)
+DEPTH_ROWS = {"oracle": "SnD", "noisy": "SnD noisy depth", "learned": "SnD learned depth"}
 PX = (1.0, 2.0, 4.0)  # at 32×32 images (Probe3D: 5/10/20 px at its resolution)
 
 
@@ -195,7 +197,10 @@ def train_snd(
 
 
 def _methods(quick: bool) -> list[tuple[str, dict[str, Any]]]:
-    base = [("Teacher (2D VFM)", {}), ("FiT3D-like", {}), ("MEF-like", {}), ("SnD", {})]
+    base = [
+        ("Teacher (2D VFM)", {}), ("FiT3D-like", {}), ("MEF-like", {}), ("SnD", {}),
+        (DEPTH_ROWS["noisy"], {"depth": "noisy"}), (DEPTH_ROWS["learned"], {"depth": "learned"}),
+    ]  # fmt: skip
     if quick:
         return base
     return [
@@ -241,6 +246,8 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
                 "steps": steps, "batch": batch, "seeds": seeds, "snd": cfg.__dict__, "px_thresholds_at_32px": PX},
     )  # fmt: skip
     vfm = load_pretrained_vfm()
+    depth_net = load_depth_net()
+    lift_err: dict[str, list[dict[str, float]]] = {}
     per_method: dict[str, list[dict[str, float]]] = {}
     walls: dict[str, list[float]] = {}
     tracks: list[list[dict[str, float]]] = []
@@ -249,6 +256,14 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         train = make_dataset(n_train, n_views=6, size=32, seed=10_000 + sd, progress=False)
         test = make_dataset(n_test, n_views=6, size=32, seed=20_000 + sd, progress=False)
         pairs = eval_pairs(test, 100, sd)
+        with torch.no_grad():
+            gt_d = test.depth.flatten(0, 1)
+            lift_err.setdefault("oracle", []).append(depth_errors(gt_d, gt_d))
+            noisy = noisy_depth(gt_d, cfg.depth_noise, generator=torch.Generator().manual_seed(sd))
+            lift_err.setdefault("noisy", []).append(depth_errors(noisy, gt_d))
+            lift_err.setdefault("learned", []).append(
+                depth_errors(depth_net(test.rgb.flatten(0, 1)), gt_d)
+            )
         track_pairs = [p for p in pairs if p["s"] < 3]
         for name, over in _methods(quick):
             t = time.perf_counter()
@@ -314,6 +329,17 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             for n, ms in per_method.items()
         ],
     )
+    report.add_table(
+        "Depth source of the Gaussian lifting (SnD rows above): error of the context depth on the held-out "
+        "views (log-depth MAE, δ<1.25) and the distilled student's metrics",
+        [
+            {"depth": src, "method": DEPTH_ROWS[src],
+             "depth log_mae": float(np.mean([e["log_mae"] for e in lift_err[src]])),
+             "depth delta1": float(np.mean([e["delta1"] for e in lift_err[src]])),
+             **{k: float(agg[(DEPTH_ROWS[src], k)].mean()) for k in ("recall@2", "consistency", "rmse", "normal_mean_deg")}}
+            for src in ("oracle", "noisy", "learned")
+        ],
+    )  # fmt: skip
     if tracks:
         last = tracks[0]
         report.add_table(
@@ -357,6 +383,15 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
             "EMA teacher's consistency improves with the student",
             last["teacher consistency"] > first["teacher consistency"],
             f"teacher consistency {first['teacher consistency']:.4f} → {last['teacher consistency']:.4f}",
+        )
+    for src in ("noisy", "learned"):
+        name = DEPTH_ROWS[src]
+        d, sd = gap_note(name, T, "consistency", True)
+        report.check(
+            f"SnD with {src} depth still more consistent than the Teacher",
+            d > 0,
+            f"{name} {mean(name, 'consistency'):.4f} vs Teacher {mean(T, 'consistency'):.4f}; oracle-depth SnD "
+            f"{mean(S, 'consistency'):.4f}",
         )
     if not quick:
         for abl in ("SnD w/o blending (A)", "SnD frozen teacher (D)"):
