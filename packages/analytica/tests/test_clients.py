@@ -151,8 +151,10 @@ def test_concurrent_grounding_overlaps_requests():
         engine = Analytica(None, LLMGrounder(client), LinearSynthesizer(client), max_concurrency=8)
         tree = run(lambda: engine.analyze(PropositionTree.from_spec(spec)), client)
     assert tree.root.p_true == pytest.approx(0.5)
+    # 8 requests open at the server at once, each held 0.1 s: the requests overlap. (A wall-clock
+    # bound, 2 waves + 1 synthesis < 1.5 s against 1.7 s sequentially, failed on a loaded runner.)
     assert server.max_in_flight == 8
-    assert engine.stats.wall_s < 1.5  # 16 × 0.1 s sequentially; 2 waves + 1 synthesis in parallel
+    assert engine.stats.max_in_flight == 8
 
 
 def test_client_validates_settings():
