@@ -25,7 +25,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "upsample": ["mask_aware_upsample", "semantic_blend"],
         "scenes": ["Scene", "View", "random_scene", "render_view", "orbit_cameras"],
         "data": ["MultiViewData", "make_dataset", "triplet_batch"],
-        "models": ["DINOHead", "TimmViT", "TinyViT", "add_lora", "load_pretrained_vfm", "merge_lora"],
+        "models": ["DINOHead", "TimmViT", "TinyViT", "add_lora", "check_images", "load_pretrained_vfm", "merge_lora"],
         "depth": [
             "DepthNet", "constant_depth_baseline", "depth_errors", "load_depth_net", "noisy_depth",
             "train_depth_net",

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from iclr26.shared import progress as progress_bar
 from iclr26.splat_distill.geometry import check_tensor
+from iclr26.splat_distill.models import IMAGENET_MEAN, IMAGENET_STD, check_images
 
 __all__ = [
     "DepthNet",
@@ -40,10 +41,6 @@ def _any_shape(x, name: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     return check_tensor(x, name, (None,) * x.ndim)
-
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def noisy_depth(
@@ -124,10 +121,7 @@ class DepthNet(nn.Module):
 
     def log_depth(self, x: Tensor) -> Tensor:
         """Predicted log-depth [B, H, W]."""
-        if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(
-                f"x must be images [B, 3, H, W], got {getattr(x, 'shape', type(x).__name__)}"
-            )
+        check_images(x)
         if x.shape[2] % 4 or x.shape[3] % 4:
             raise ValueError(f"image size {tuple(x.shape[2:])} must be a multiple of 4")
         if not x.is_floating_point():

@@ -14,12 +14,28 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["DINOHead", "TimmViT", "TinyViT", "add_lora", "load_pretrained_vfm", "merge_lora"]
+__all__ = [
+    "DINOHead",
+    "TimmViT",
+    "TinyViT",
+    "add_lora",
+    "check_images",
+    "load_pretrained_vfm",
+    "merge_lora",
+]
 
 LORA_TARGETS = ("qkv", "proj")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def check_images(x: Tensor) -> None:
+    """Refuse anything but a batch of RGB images ``[B, 3, H, W]`` (ValueError naming ``x``)."""
+    if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(
+            f"x must be images [B, 3, H, W], got {getattr(x, 'shape', type(x).__name__)}"
+        )
 
 
 class _Block(nn.Module):
@@ -94,10 +110,7 @@ class TinyViT(nn.Module):
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(
-                f"x must be images [B, 3, H, W], got {getattr(x, 'shape', type(x).__name__)}"
-            )
+        check_images(x)
         if x.shape[2] % self.patch or x.shape[3] % self.patch:
             raise ValueError(
                 f"image size {tuple(x.shape[2:])} must be a multiple of patch {self.patch}"
@@ -298,10 +311,7 @@ class TimmViT(nn.Module):
         self.register_buffer("std", torch.tensor(std).view(1, 3, 1, 1), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor) or x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(
-                f"x must be images [B, 3, H, W], got {getattr(x, 'shape', type(x).__name__)}"
-            )
+        check_images(x)
         H, W = x.shape[2:]
         if H % self.patch or W % self.patch:
             raise ValueError(f"image size {(H, W)} must be a multiple of patch {self.patch}")
