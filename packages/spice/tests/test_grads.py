@@ -62,6 +62,34 @@ def test_vmap_and_loop_equal_single_example_backward():
         torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
 
 
+def test_compiled_equals_single_example_backward_and_reuses_its_code():
+    torch.manual_seed(0)
+    model = MLP(8, 3, hidden=5).eval()
+    X, y = torch.randn(7, 8), torch.randint(0, 3, (7,))
+    names = [n for n, _ in model.named_parameters()]
+    ref = loop_reference(model, X, y, names)
+    with torch._dynamo.config.patch(error_on_recompile=False):
+        G = per_sample_grads(model, xent, (X, y), method="compiled")
+        torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
+        # the same model, loss and shapes run the compiled code again, not a new compile
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            X2, y2 = torch.randn(7, 8), torch.randint(0, 3, (7,))
+            torch.testing.assert_close(
+                per_sample_grads(model, xent, (X2, y2), method="compiled"),
+                loop_reference(model, X2, y2, names),
+                atol=1e-6,
+                rtol=1e-5,
+            )
+    # a Kronecker projector on the compiled matrix equals the projector on the reference
+    kp = KroneckerProjector(2, 2, seed=0)
+    torch.testing.assert_close(
+        per_sample_grads(model, xent, (X, y), method="compiled", projector=kp),
+        per_sample_grads(model, xent, (X, y), method="loop", projector=kp),
+        atol=1e-6,
+        rtol=1e-5,
+    )
+
+
 class TwoUses(nn.Module):
     """One linear layer applied twice (weight sharing), an in-place ReLU after a linear layer,
     a LayerNorm, and a linear layer that never reaches the loss."""

@@ -4,7 +4,8 @@ with seeded random projectors; and the loader for Hugging Face causal LMs with L
 ``per_sample_grads`` forms the per-sample gradients of linear (and LoRA, and LayerNorm) layers
 from ONE batched backward with hooks (a linear layer's per-sample gradient is the outer product
 of its output gradient and input), and projects them through a Kronecker-factored projector
-without materialising them. ``torch.func`` ``vmap(grad(...))`` is the general fallback, and a
+without materialising them. ``torch.func`` ``vmap(grad(...))`` is the general fallback (also
+compiled by ``torch.compile``, which fuses the per-example outer products into the result), and a
 plain loop of single-example backward passes (what the official code does) the reference; all
 give the same matrix.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -470,6 +472,11 @@ def per_sample_grads(
       With a :class:`KroneckerProjector` the projection is formed from the projected factors,
       never from the ``d_out × d_in`` gradient.
     * ``"vmap"``: ``torch.func`` ``vmap(grad(...))``, chunked by ``chunk_size``; any model.
+    * ``"compiled"``: the same ``vmap(grad(...))`` compiled by ``torch.compile`` (inductor), which
+      fuses the per-example outer products into the writes of the result. The first call for a
+      model, ``compute_loss`` function, parameter set and batch shape compiles (tens of seconds
+      on a CPU; inductor needs a C++ compiler there); later calls with the same ones reuse the
+      compiled code, so pass the same ``compute_loss`` object each time.
     * ``"loop"``: one backward per example (the official approach); any model.
     * ``"auto"`` (default): ``"hooks"`` when every chosen parameter is hookable and the loss is
       per-example, else ``"vmap"``.
@@ -488,7 +495,7 @@ def per_sample_grads(
             (``reduction="none"``, averaged within each example) serves every method.
         batch: a tensor or pytree (tuple/dict) of tensors sharing the first dimension ``n``.
         params: which parameters, see :func:`select_params`.
-        method: ``"auto"``, ``"hooks"``, ``"vmap"`` or ``"loop"``.
+        method: ``"auto"``, ``"hooks"``, ``"vmap"``, ``"compiled"`` or ``"loop"``.
         chunk_size: examples per vmapped chunk (memory bound); ``None`` = all at once.
         projector: optional :class:`RandomProjector` (dense, applied to the ``(n, d)`` result) or
             :class:`KroneckerProjector` (per parameter, factored).
@@ -498,12 +505,13 @@ def per_sample_grads(
             ``batch``/``projector`` has the wrong type.
         ValueError: unknown ``method``, empty or ragged ``batch``, NaN/inf in ``batch``,
             ``chunk_size < 1``, parameters ``"hooks"`` cannot handle, a loss of the wrong shape.
+        RuntimeError: ``"compiled"`` and ``torch.compile`` cannot build its code here.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not callable(compute_loss):
         raise TypeError(f"compute_loss must be callable, got {type(compute_loss).__name__}")
-    check_choice(method, "method", ("auto", "hooks", "vmap", "loop"))
+    check_choice(method, "method", ("auto", "hooks", "vmap", "compiled", "loop"))
     if chunk_size is not None:
         check_int(chunk_size, "chunk_size", low=1)
     if projector is not None and not isinstance(projector, RandomProjector | KroneckerProjector):
@@ -536,6 +544,25 @@ def per_sample_grads(
         method = "vmap"
     buffers = dict(model.named_buffers())
     frozen = {k: v.detach() for k, v in model.named_parameters() if k not in chosen}
+    if method == "compiled":
+        detached = {k: v.detach() for k, v in chosen.items()}
+        fn = _compiled_flat_grads(model, compute_loss, tuple(names), chunk_size)
+        try:
+            flat = fn(detached, {**frozen, **buffers}, batch)
+        except torch._dynamo.exc.BackendCompilerFailed as err:
+            raise RuntimeError(
+                "method='compiled' could not compile the per-sample gradients (torch.compile's "
+                "inductor backend needs a working C++ compiler on CPU); use method='hooks' or "
+                f"'vmap': {err}"
+            ) from err
+        if isinstance(projector, KroneckerProjector):
+            blocks, start = [], 0
+            for k in names:
+                width = chosen[k].numel()
+                blocks.append(flat[:, start : start + width].view(n, *chosen[k].shape))
+                start += width
+            return torch.cat([projector.project_block(j, b) for j, b in enumerate(blocks)], dim=1)
+        return projector(flat) if projector is not None else flat
     if method == "vmap":
         detached = {k: v.detach() for k, v in chosen.items()}
 
@@ -567,6 +594,43 @@ def per_sample_grads(
         return torch.cat([projector.project_block(j, b) for j, b in enumerate(blocks)], dim=1)
     flat = torch.cat([b.reshape(n, -1) for b in blocks], dim=1)
     return projector(flat) if projector is not None else flat
+
+
+#: compiled per-sample gradient programs, per model (dropped with the model) and per
+#: ``(compute_loss, parameter names, chunk_size)``
+_COMPILED: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, Callable[..., torch.Tensor]]]
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def _compiled_flat_grads(
+    model: torch.nn.Module,
+    compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
+    names: tuple[str, ...],
+    chunk_size: int | None,
+) -> Callable[..., torch.Tensor]:
+    """``torch.compile`` of ``vmap(grad(loss))`` returning the flat ``(n, d)`` matrix, cached so
+    that later calls with the same model, loss function and parameters reuse the compiled code
+    (``torch.compile`` compiles again for a new batch shape)."""
+    per_model = _COMPILED.setdefault(model, {})
+    key = (compute_loss, names, chunk_size)
+    if key not in per_model:
+
+        def flat_grads(
+            params: dict[str, torch.Tensor], others: dict[str, torch.Tensor], batch: Any
+        ) -> torch.Tensor:
+            def loss_of(p: dict[str, torch.Tensor], sample: Any) -> torch.Tensor:
+                state = {**others, **p}
+
+                def call(*args: Any, **kwargs: Any) -> Any:
+                    return functional_call(model, state, args, kwargs)
+
+                return _scalar_loss(compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample)))
+
+            grads = vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(params, batch)
+            return torch.cat([grads[k].reshape(grads[k].shape[0], -1) for k in names], dim=1)
+
+        per_model[key] = torch.compile(flat_grads, dynamic=False)
+    return per_model[key]
 
 
 def _scalar_loss(loss: Any) -> torch.Tensor:
