@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import pytest
 import torch
@@ -62,6 +63,10 @@ def test_vmap_and_loop_equal_single_example_backward():
         torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+    reason="torch.compile's CPU backend needs a C++ compiler",
+)
 def test_compiled_equals_single_example_backward_and_reuses_its_code():
     torch.manual_seed(0)
     model = MLP(8, 3, hidden=5).eval()
