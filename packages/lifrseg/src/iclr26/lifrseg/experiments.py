@@ -27,7 +27,7 @@ import torch
 
 from iclr26.lifrseg.baselines import EarlyFusionSeg, HFROracle, HoldLast, LiFRMethod, anytime_curve
 from iclr26.lifrseg.data import CLASSES, AnytimeSegDataset, collate_anytime, make_split
-from iclr26.lifrseg.lifrseg import LiFRSeg, LiFRSegConfig
+from iclr26.lifrseg.lifrseg import FlowCache, LiFRSeg, LiFRSegConfig
 from iclr26.lifrseg.models import MemoryBank, Segmenter
 from iclr26.lifrseg.train import (
     TrainConfig,
@@ -87,21 +87,24 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
     # starts from a pretrained E-RAFT); `iclr26-lifrseg pretrain-flow` retrains it
     model.flownet.load_state_dict(load_pretrained_flow()[0].state_dict())
     flow_state = {k: v.clone() for k, v in model.flownet.state_dict().items()}
+    # the flow network stays frozen from here on: every model below shares its weights, so each
+    # (past grid, query grid) pair's flow is computed once for all training runs and methods
+    flow_cache = FlowCache(model.flownet)
     seg_state = {k: v.clone() for k, v in seg.state_dict().items()}
     # the model before the end-to-end stage (segmenter as pretrained, flow pretrained, zero-init
     # residual branches): separates what the short end-to-end stage adds or costs
     before_e2e = copy.deepcopy(model)
     lifr_cfg = TrainConfig(s["lifr_steps"], 4, lr=1e-4, seed=seed, progress=progress)  # paper's lr
-    fit_lifrseg(model, d_train, lifr_cfg, segmenter_lr_factor=1.0)
+    fit_lifrseg(model, d_train, lifr_cfg, segmenter_lr_factor=1.0, flow_cache=flow_cache)
     # diagnostic: the same stage with the segmenter fixed (only ScoreNet, RefineNet, memory train)
     seg_fixed_model = copy.deepcopy(before_e2e)
-    fit_lifrseg(seg_fixed_model, d_train, lifr_cfg, train_segmenter=False)
+    fit_lifrseg(seg_fixed_model, d_train, lifr_cfg, train_segmenter=False, flow_cache=flow_cache)
     if s["separate_avg"]:  # the "w/o ScoreNet" ablation trained on its own, same schedule
         seg_avg = Segmenter(K)
         seg_avg.load_state_dict(seg_state)
         avg_model = LiFRSeg(LiFRSegConfig(num_classes=K, use_score=False), seg_avg)
         avg_model.flownet.load_state_dict(flow_state)
-        fit_lifrseg(avg_model, d_train, lifr_cfg, segmenter_lr_factor=1.0)
+        fit_lifrseg(avg_model, d_train, lifr_cfg, segmenter_lr_factor=1.0, flow_cache=flow_cache)
     else:  # quick: the same weights with the confidence ignored
         avg_model = model.variant(use_score=False)
     seg_frozen = Segmenter(K)
@@ -111,19 +114,22 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
     fit_early_fusion(
         fusion, d_train, TrainConfig(s["fusion_steps"], 4, seed=seed, progress=progress)
     )
+    fc = {"flow_cache": flow_cache}
     methods = {
         "HFR oracle": HFROracle(seg_frozen),
-        "LiFR-Seg": LiFRMethod(model),
-        "LiFR-Seg w/o memory": LiFRMethod(model, use_memory=False),
-        "LiFR-Seg with analytic flow (reference)": LiFRMethod(model, gt_flow=True),
-        "LiFR-Seg before end-to-end training (reference)": LiFRMethod(before_e2e),
-        "LiFR-Seg, segmenter fixed in end-to-end training (reference)": LiFRMethod(seg_fixed_model),
-        "feature warp w/o confidence": LiFRMethod(avg_model),
+        "LiFR-Seg": LiFRMethod(model, **fc),
+        "LiFR-Seg w/o memory": LiFRMethod(model, use_memory=False, **fc),
+        "LiFR-Seg with analytic flow (reference)": LiFRMethod(model, gt_flow=True, **fc),
+        "LiFR-Seg before end-to-end training (reference)": LiFRMethod(before_e2e, **fc),
+        "LiFR-Seg, segmenter fixed in end-to-end training (reference)": LiFRMethod(
+            seg_fixed_model, **fc
+        ),
+        "feature warp w/o confidence": LiFRMethod(avg_model, **fc),
         "image warp": LiFRMethod(
-            model.variant(propagate="image", use_refine=False, use_memory=False)
+            model.variant(propagate="image", use_refine=False, use_memory=False), **fc
         ),
         "label warp": LiFRMethod(
-            model.variant(propagate="logits", use_refine=False, use_memory=False)
+            model.variant(propagate="logits", use_refine=False, use_memory=False), **fc
         ),
         "hold-last": HoldLast(seg_frozen),
         "early fusion": fusion,
@@ -138,6 +144,7 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
         examples = {
             n: methods[n](batch)[0].argmax(1) for n in ("HFR oracle", "LiFR-Seg", "hold-last")
         }
+    log.info("flow cache: %d pairs computed, %d reused", flow_cache.misses, flow_cache.hits)
     return {
         "deltas": list(deltas), "curves": curves, "night": night_curves, "changed": changed,
         "example": {"image": batch["image"][0], "label": batch["label"][0], "pred": examples},

@@ -9,6 +9,7 @@ patches holes; (5) temporal memory cross-attention on the deepest level; (6) the
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -30,7 +31,7 @@ from iclr26.lifrseg.models import (
 )
 from iclr26.lifrseg.splat import resize_flow, softmax_splat_with_coverage
 
-__all__ = ["FrameEncoding", "LiFRSeg", "LiFRSegConfig"]
+__all__ = ["FlowCache", "FrameEncoding", "LiFRSeg", "LiFRSegConfig"]
 
 
 class FrameEncoding(NamedTuple):
@@ -41,7 +42,105 @@ class FrameEncoding(NamedTuple):
     image: torch.Tensor
     ev_past: torch.Tensor
     features: tuple[torch.Tensor, ...] | None
-    past_features: torch.Tensor
+    past_features: torch.Tensor | None
+
+
+class FlowCache:
+    """Memoised outputs of one fixed E-RAFT-lite, per (past grid, query grid) pair.
+
+    The flow network's output for a query is a function of its weights and the two voxel grids
+    only. When the network is fixed (pretrained and frozen, as in ``fit_lifrseg``'s default
+    ``freeze_flow=True``), every model and variant that shares those weights computes the same
+    flow and flow features for the same sample: the end-to-end stage revisits each training
+    sample several times, and the evaluation runs many methods on the same test samples. A
+    ``FlowCache`` computes each pair once (in eval mode, RAFT's test mode: only the last iteration
+    is upsampled) and returns the stored result afterwards (keyed by the bytes of both grids, so
+    a changed grid is a new entry). The values equal a direct call up to float rounding (a sample
+    is computed inside whichever batch first needs it).
+
+    The weights are snapshotted at construction; :meth:`check` (called on every use by
+    ``LiFRSeg.forward(..., flow_cache=)``) raises if a model's flow network differs from them, so
+    a cache is never applied to a network that was trained or swapped since.
+    """
+
+    def __init__(self, flownet: ERaftLite) -> None:
+        if not isinstance(flownet, ERaftLite):
+            raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
+        self.flownet = flownet
+        self._weights = {k: v.detach().clone() for k, v in flownet.state_dict().items()}
+        self._checked: dict[int, tuple[int, ...]] = {}
+        self._store: dict[bytes, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def check(self, flownet: ERaftLite) -> None:
+        """Raise ``ValueError`` unless ``flownet`` has the snapshotted weights (a deep copy with
+        equal weights passes). Equality is re-checked only when a parameter was modified in place
+        since the last check (tensor version counters)."""
+        if not isinstance(flownet, ERaftLite):
+            raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
+        state = flownet.state_dict()
+        versions = tuple(v._version for v in state.values())
+        if self._checked.get(id(flownet)) == versions:
+            return
+        same = state.keys() == self._weights.keys() and all(
+            v.shape == self._weights[k].shape
+            and torch.equal(v.detach().cpu(), self._weights[k].cpu())
+            for k, v in state.items()
+        )
+        if not same:
+            raise ValueError(
+                "flow_cache was built for other flow-network weights (trained or replaced since); "
+                "build a new FlowCache"
+            )
+        self._checked[id(flownet)] = versions
+
+    @staticmethod
+    def _key(ev_past: torch.Tensor, ev_query: torch.Tensor) -> bytes:
+        h = hashlib.blake2b(digest_size=20)
+        for t in (ev_past, ev_query):
+            a = t.detach().to("cpu", torch.float32).contiguous()
+            h.update(str(tuple(a.shape)).encode())
+            h.update(a.numpy().tobytes())
+        return h.digest()
+
+    @torch.no_grad()
+    def __call__(
+        self, ev_past: torch.Tensor, ev_query: torch.Tensor
+    ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """The flow network's eval-mode output for the batch ``ev_past``, ``ev_query``
+        ``[N, B, H, W]``: ``flow`` ``[N, 2, H, W]``, ``flows`` (``[flow]``) and ``features``."""
+        if not isinstance(ev_past, torch.Tensor) or not isinstance(ev_query, torch.Tensor):
+            raise TypeError("ev_past and ev_query must be tensors")
+        if ev_past.ndim != 4 or ev_past.shape != ev_query.shape:
+            raise ValueError(
+                f"ev_past and ev_query must be [N, B, H, W] of one shape, got "
+                f"{tuple(ev_past.shape)} and {tuple(ev_query.shape)}"
+            )
+        keys = [self._key(p, q) for p, q in zip(ev_past, ev_query, strict=True)]
+        todo, seen = [], set()
+        for i, k in enumerate(keys):
+            if k not in self._store and k not in seen:
+                seen.add(k)
+                todo.append(i)
+        if todo:
+            was = self.flownet.training
+            self.flownet.eval()
+            try:
+                out = self.flownet(ev_past[todo], ev_query[todo], all_iterations=False)
+            finally:
+                self.flownet.train(was)
+            for j, i in enumerate(todo):
+                self._store[keys[i]] = (out["flow"][j].clone(), out["features"][j].clone())
+        self.misses += len(todo)
+        self.hits += len(keys) - len(todo)
+        dev = ev_query.device
+        flow = torch.stack([self._store[k][0] for k in keys]).to(dev)
+        feats = torch.stack([self._store[k][1] for k in keys]).to(dev)
+        return {"flow": flow, "flows": [flow], "features": feats}
 
 
 @dataclass
@@ -162,6 +261,7 @@ class LiFRSeg(nn.Module):
         *,
         flow: torch.Tensor | None = None,
         frame: FrameEncoding | None = None,
+        flow_cache: FlowCache | None = None,
     ) -> dict[str, torch.Tensor]:
         """One anytime query.
 
@@ -178,6 +278,10 @@ class LiFRSeg(nn.Module):
             frame: :meth:`encode_frame` of this ``image`` and ``ev_past``, computed once for all
                 queries of the frame (the frame's features and the past grid's flow features are
                 then reused, not recomputed; the output is the same up to float rounding).
+            flow_cache: a :class:`FlowCache` of this model's (fixed) flow network: the flow and
+                flow features of this query are taken from it (computed once per pair of grids);
+                the flow network must not be training (no gradient can reach it through a
+                cache). ``flows`` then holds only the final flow.
 
         Returns:
             ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
@@ -209,12 +313,25 @@ class LiFRSeg(nn.Module):
                     "frame must be encode_frame(image, ev_past) of this call's image and ev_past"
                 )
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
-        # the per-iteration flows only matter for a sequence loss: in eval mode only the last
-        # one is upsampled
-        fl_out = self.flownet(
-            ev_past, ev_query, all_iterations=self.training,
-            past_features=None if frame is None else frame.past_features,
-        )  # fmt: skip
+        if flow_cache is not None:
+            if not isinstance(flow_cache, FlowCache):
+                raise TypeError(f"flow_cache must be a FlowCache, got {type(flow_cache).__name__}")
+            if self.flownet.training or (
+                torch.is_grad_enabled() and any(p.requires_grad for p in self.flownet.parameters())
+            ):
+                raise ValueError(
+                    "flow_cache needs a fixed flow network (eval mode, no parameter requiring "
+                    "grad while grad is enabled)"
+                )
+            flow_cache.check(self.flownet)
+            fl_out = flow_cache(ev_past, ev_query)
+        else:
+            # the per-iteration flows only matter for a sequence loss: in eval mode only the
+            # last one is upsampled
+            fl_out = self.flownet(
+                ev_past, ev_query, all_iterations=self.training,
+                past_features=None if frame is None else frame.past_features,
+            )  # fmt: skip
         if flow is not None:
             if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
                 raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")
@@ -260,11 +377,17 @@ class LiFRSeg(nn.Module):
             "score": score,
         }
 
-    def encode_frame(self, image: torch.Tensor, ev_past: torch.Tensor) -> FrameEncoding:
+    def encode_frame(
+        self, image: torch.Tensor, ev_past: torch.Tensor, *, flow_features: bool = True
+    ) -> FrameEncoding:
         """The per-frame half of a query, computed once for all queries of the frame ``image``
         ``[N, 3, H, W]`` with the past voxel grid ``ev_past`` ``[N, B, H, W]``: the segmenter's
         features of ``I_t`` and the flow network's encoding of ``E_{t−Δt→t}``. Pass it to
-        :meth:`forward` as ``frame=`` (with the same ``image`` and ``ev_past`` tensors)."""
+        :meth:`forward` as ``frame=`` (with the same ``image`` and ``ev_past`` tensors).
+        ``flow_features=False`` skips the flow encoding (``past_features`` is ``None``; for
+        queries served by a :class:`FlowCache`, or the flow network encodes the grid itself).
+        In training mode the features keep their graph: the gradient of every query of the frame
+        flows back through one encoder pass (the same sum as one pass per query)."""
         n = image.shape[0] if isinstance(image, torch.Tensor) and image.ndim == 4 else None
         if n is None or image.shape[1] != 3:
             raise ValueError(
@@ -279,7 +402,8 @@ class LiFRSeg(nn.Module):
                 f"ev_past must be [N, B, H, W] = {list(want)}, got {list(getattr(ev_past, 'shape', []))}"
             )
         feats = None if self.config.propagate == "image" else tuple(self.segmenter.features(image))
-        return FrameEncoding(image, ev_past, feats, self.flownet.encode(ev_past))
+        past = self.flownet.encode(ev_past) if flow_features else None
+        return FrameEncoding(image, ev_past, feats, past)
 
     @torch.no_grad()
     def predict_anytime(
