@@ -389,3 +389,40 @@ def test_fit_lifrseg_with_flow_cache_trains_as_without():
     m = _model()
     with pytest.raises(ValueError, match="freeze_flow"):
         fit_lifrseg(m, ds, TrainConfig(steps=1), freeze_flow=False, flow_cache=FlowCache(m.flownet))
+
+
+def test_traced_inference_path_equals_the_eager_path():
+    """The optimised path (frame encoding, flow + ScoreNet and decoder as traced graphs) gives
+    the eager path's logits, flow and score along a chain of queries with memory, with an
+    empty query window in the batch (anytime identity), shares the model's parameters (a
+    weight change after tracing is seen), and predict_anytime gives the same either way."""
+    m = _model()
+    for p in m.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    torch.manual_seed(3)
+    img, past = torch.rand(2, 3, 64, 64), torch.randn(2, 5, 64, 64)
+    queries = [torch.randn(2, 5, 64, 64) for _ in range(3)]
+    queries[0][0] = 0  # an empty first window (memory still empty): the segmenter's output
+
+    def chain(traced):
+        frame = m.encode_frame(img, past, traced=traced)
+        mem = MemoryBank(4)
+        return [m(img, past, q, mem, frame=frame, traced=traced) for q in queries]
+
+    with torch.inference_mode():
+        for _ in range(2):  # before and after a weight change made after tracing
+            ref, got = chain(False), chain(True)
+            for a, b in zip(ref, got, strict=True):
+                for k in ("logits", "flow", "score"):
+                    torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+            seg = m.segmenter(img[:1])
+            torch.testing.assert_close(got[0]["logits"][:1], seg, rtol=1e-4, atol=1e-5)
+            m.flownet.flow_head[-1].bias.add_(0.5)
+            m.scorenet.net[0].weight.mul_(1.5)
+        with pytest.raises(ValueError, match="finite"):
+            m(img, past, queries[0] * float("nan"), traced=True)
+    ev = _events()
+    a = m.predict_anytime(img[0], ev, 0.1, [0.1, 0.12, 0.2], traced=False)
+    b = m.predict_anytime(img[0], ev, 0.1, [0.1, 0.12, 0.2])
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-5)
