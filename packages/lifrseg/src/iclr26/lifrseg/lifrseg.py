@@ -70,7 +70,7 @@ class FlowCache:
             raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
         self.flownet = flownet
         self._weights = {k: v.detach().clone() for k, v in flownet.state_dict().items()}
-        self._checked: dict[int, tuple[int, ...]] = {}
+        self._checked: dict[int, tuple[weakref.ref, tuple[int, ...]]] = {}
         self._store: dict[bytes, tuple[torch.Tensor, torch.Tensor]] = {}
         self.hits = 0
         self.misses = 0
@@ -86,7 +86,8 @@ class FlowCache:
             raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
         state = flownet.state_dict()
         versions = tuple(v._version for v in state.values())
-        if self._checked.get(id(flownet)) == versions:
+        seen = self._checked.get(id(flownet))
+        if seen is not None and seen[0]() is flownet and seen[1] == versions:
             return
         same = state.keys() == self._weights.keys() and all(
             v.shape == self._weights[k].shape
@@ -98,7 +99,7 @@ class FlowCache:
                 "flow_cache was built for other flow-network weights (trained or replaced since); "
                 "build a new FlowCache"
             )
-        self._checked[id(flownet)] = versions
+        self._checked[id(flownet)] = (weakref.ref(flownet), versions)
 
     @staticmethod
     def _key(ev_past: torch.Tensor, ev_query: torch.Tensor) -> bytes:
