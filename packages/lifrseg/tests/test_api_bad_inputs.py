@@ -276,6 +276,28 @@ CASES = {
     ),
     "HFROracle batch": (lambda: L.HFROracle(L.Segmenter(3))({}), ValueError, "batch lacks"),
     "LiFRMethod model": (lambda: L.LiFRMethod(L.Segmenter(3)), TypeError, "LiFRSeg"),
+    "LiFRMethod traced": (lambda: L.LiFRMethod(L.LiFRSeg(), traced=1), TypeError, "traced"),
+    "LiFRMethod flow_cache": (
+        lambda: L.LiFRMethod(L.LiFRSeg(), flow_cache={}),
+        TypeError,
+        "flow_cache",
+    ),
+    "LiFRSeg.forward traced": (
+        lambda: L.LiFRSeg()(torch.rand(1, 3, 32, 32), *[torch.rand(1, 5, 32, 32)] * 2, traced="y"),
+        TypeError,
+        "traced",
+    ),
+    "FlowCache flownet": (lambda: L.FlowCache(L.Segmenter(3)), TypeError, "ERaftLite"),
+    "FlowCache grids": (
+        lambda: L.FlowCache(L.ERaftLite())(torch.rand(1, 5, 8, 8), torch.rand(1, 5, 8, 4)),
+        ValueError,
+        "one shape",
+    ),
+    "fit_lifrseg flow_cache": (
+        lambda: L.fit_lifrseg(L.LiFRSeg(), None, L.TrainConfig(), flow_cache="c"),
+        TypeError,
+        "flow_cache",
+    ),
     "anytime_curve dataset": (
         lambda: L.anytime_curve(lambda b: b, [1, 2], 3),
         TypeError,

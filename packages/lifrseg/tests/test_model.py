@@ -325,3 +325,104 @@ def test_flow_past_features_and_merged_gru_gates_match_the_formula():
     r = torch.sigmoid(F.conv2d(hx, gru.r.weight, gru.r.bias, padding=1))
     qq = torch.tanh(F.conv2d(torch.cat([r * h, x], 1), gru.q.weight, gru.q.bias, padding=1))
     torch.testing.assert_close(gru(h, x), (1 - z) * h + z * qq, rtol=1e-5, atol=1e-6)
+
+
+def test_flow_cache_equals_the_flow_network_and_refuses_changed_weights():
+    """FlowCache: the stored flow and features equal a direct eval-mode call, a second call
+    computes nothing, a query through the cache gives the same logits, a deep copy with equal
+    weights may use it, changed weights or a training flow network are refused."""
+    import copy
+
+    from iclr26.lifrseg.lifrseg import FlowCache
+
+    m = _model()
+    torch.manual_seed(2)
+    img, past = torch.rand(3, 3, 64, 64), torch.randn(3, 5, 64, 64)
+    q = torch.randn(3, 5, 64, 64)
+    q[2] = 0  # an empty window: not propagated, with or without the cache
+    cache = FlowCache(m.flownet)
+    with torch.no_grad():
+        ref = m.flownet(past, q, all_iterations=False)
+        got = cache(past[:2], q[:2])  # two computed here, the third in the next call
+        assert (cache.misses, cache.hits) == (2, 0)
+        got = cache(past, q)
+        assert (cache.misses, cache.hits) == (3, 2)
+        assert len(cache) == 3
+        torch.testing.assert_close(got["flow"], ref["flow"], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(got["features"], ref["features"], rtol=1e-4, atol=1e-5)
+        for variant in (m, copy.deepcopy(m), m.variant(propagate="logits", use_memory=False)):
+            mem_a, mem_b = MemoryBank(4), MemoryBank(4)
+            for _ in range(2):  # memory written along the chain
+                a = variant(img, past, q, mem_a)
+                b = variant(img, past, q, mem_b, flow_cache=cache)
+                torch.testing.assert_close(b["logits"], a["logits"], rtol=1e-4, atol=1e-5)
+                torch.testing.assert_close(b["score"], a["score"], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="fixed flow network"):
+        m(img, past, q, flow_cache=cache)  # grad enabled, flow parameters require grad
+    other = copy.deepcopy(m)
+    with torch.no_grad():
+        other.flownet.flow_head[-1].bias.add_(0.1)
+        with pytest.raises(ValueError, match="other flow-network weights"):
+            other(img, past, q, flow_cache=cache)
+        m.flownet.flow_head[-1].bias.add_(0.1)  # in place on the snapshotted network itself
+        with pytest.raises(ValueError, match="other flow-network weights"):
+            m(img, past, q, flow_cache=cache)
+
+
+def test_fit_lifrseg_with_flow_cache_trains_as_without():
+    """The end-to-end stage with a FlowCache (frozen flow) and the frame's features shared by
+    its queries follows the same losses as the uncached stage up to float rounding."""
+    from iclr26.lifrseg.data import make_split
+    from iclr26.lifrseg.lifrseg import FlowCache
+
+    ds = AnytimeSegDataset(make_split(1, seed=3, duration_s=0.35), (0.01, 0.05))
+    runs = []
+    for cached in (False, True):
+        model = _model()
+        cache = FlowCache(model.flownet) if cached else None
+        cfg = TrainConfig(steps=3, batch_size=2, lr=1e-3, seed=0)
+        runs.append(fit_lifrseg(model, ds, cfg, flow_cache=cache))
+        if cached:
+            assert cache.misses <= 2 * len(ds)
+            assert cache.hits > 0
+    np.testing.assert_allclose(runs[1], runs[0], rtol=2e-3)
+    m = _model()
+    with pytest.raises(ValueError, match="freeze_flow"):
+        fit_lifrseg(m, ds, TrainConfig(steps=1), freeze_flow=False, flow_cache=FlowCache(m.flownet))
+
+
+def test_traced_inference_path_equals_the_eager_path():
+    """The optimised path (frame encoding, flow + ScoreNet and decoder as traced graphs) gives
+    the eager path's logits, flow and score along a chain of queries with memory, with an
+    empty query window in the batch (anytime identity), shares the model's parameters (a
+    weight change after tracing is seen), and predict_anytime gives the same either way."""
+    m = _model()
+    for p in m.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    torch.manual_seed(3)
+    img, past = torch.rand(2, 3, 64, 64), torch.randn(2, 5, 64, 64)
+    queries = [torch.randn(2, 5, 64, 64) for _ in range(3)]
+    queries[0][0] = 0  # an empty first window (memory still empty): the segmenter's output
+
+    def chain(traced):
+        frame = m.encode_frame(img, past, traced=traced)
+        mem = MemoryBank(4)
+        return [m(img, past, q, mem, frame=frame, traced=traced) for q in queries]
+
+    with torch.inference_mode():
+        for _ in range(2):  # before and after a weight change made after tracing
+            ref, got = chain(False), chain(True)
+            for a, b in zip(ref, got, strict=True):
+                for k in ("logits", "flow", "score"):
+                    torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5)
+            seg = m.segmenter(img[:1])
+            torch.testing.assert_close(got[0]["logits"][:1], seg, rtol=1e-4, atol=1e-5)
+            m.flownet.flow_head[-1].bias.add_(0.5)
+            m.scorenet.net[0].weight.mul_(1.5)
+        with pytest.raises(ValueError, match="finite"):
+            m(img, past, queries[0] * float("nan"), traced=True)
+    ev = _events()
+    a = m.predict_anytime(img[0], ev, 0.1, [0.1, 0.12, 0.2], traced=False)
+    b = m.predict_anytime(img[0], ev, 0.1, [0.1, 0.12, 0.2])
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-5)

@@ -34,7 +34,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "AllMLPDecoder", "ERaftLite", "MemoryBank", "RefineNet", "ScoreNet", "Segmenter",
             "TemporalMemoryAttention", "TinyMiT",
         ],
-        "lifrseg": ["FrameEncoding", "LiFRSeg", "LiFRSegConfig"],
+        "lifrseg": ["FlowCache", "FrameEncoding", "LiFRSeg", "LiFRSegConfig"],
         "baselines": ["EarlyFusionSeg", "HFROracle", "HoldLast", "LiFRMethod", "anytime_curve"],
         "train": [
             "FLOW_PRETRAIN_DEFAULTS", "TrainConfig", "fit_early_fusion", "fit_flow",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from iclr26.lifrseg.lifrseg import LiFRSeg
+from iclr26.lifrseg.lifrseg import FlowCache, LiFRSeg
 from iclr26.lifrseg.metrics import confusion_matrix
 from iclr26.lifrseg.models import MemoryBank, Segmenter
 
@@ -64,12 +64,30 @@ class HoldLast:
 class LiFRMethod:
     """Run a :class:`LiFRSeg` over each frame's query chain, in order, with a fresh memory bank per
     frame (``use_memory=False``: no memory; ``gt_flow=True``: the batch's analytic flow replaces the
-    estimated one, an upper reference that isolates the propagation from the flow quality)."""
+    estimated one, an upper reference that isolates the propagation from the flow quality;
+    ``flow_cache``: a :class:`~iclr26.lifrseg.lifrseg.FlowCache` of the model's flow network,
+    shared with other methods on the same samples, so each query's flow is computed once;
+    ``traced``: ``LiFRSeg``'s optimised inference path, see ``LiFRSeg.forward``)."""
 
-    def __init__(self, model: LiFRSeg, use_memory: bool = True, *, gt_flow: bool = False) -> None:
+    def __init__(
+        self,
+        model: LiFRSeg,
+        use_memory: bool = True,
+        *,
+        gt_flow: bool = False,
+        flow_cache: FlowCache | None = None,
+        traced: bool = False,
+    ) -> None:
+        if not isinstance(traced, bool):
+            raise TypeError(f"traced must be a bool, got {type(traced).__name__}")
         if not isinstance(model, LiFRSeg):
             raise TypeError(f"model must be a LiFRSeg, got {type(model).__name__}")
+        if flow_cache is not None:
+            if not isinstance(flow_cache, FlowCache):
+                raise TypeError(f"flow_cache must be a FlowCache, got {type(flow_cache).__name__}")
+            flow_cache.check(model.flownet)
         self.model, self.use_memory, self.gt_flow = model, use_memory, gt_flow
+        self.flow_cache, self.traced = flow_cache, traced
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         b = _check_batch(batch, ["image", "ev_past", "ev_query"])
@@ -81,11 +99,14 @@ class LiFRMethod:
         if self.gt_flow:
             _check_batch(b, ["flow"])
         # the frame's features and the past grid's flow features are shared by its queries
-        frame = self.model.encode_frame(b["image"], b["ev_past"])
+        frame = self.model.encode_frame(
+            b["image"], b["ev_past"], flow_features=self.flow_cache is None, traced=self.traced
+        )
         outs = [
             self.model(
                 b["image"], b["ev_past"], b["ev_query"][:, k], mem,
                 flow=b["flow"][:, k] if self.gt_flow else None, frame=frame,
+                flow_cache=self.flow_cache, traced=self.traced,
             )["logits"]
             for k in range(b["ev_query"].shape[1])
         ]  # fmt: skip

@@ -9,7 +9,10 @@ patches holes; (5) temporal memory cross-attention on the deepest level; (6) the
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, NamedTuple
@@ -30,7 +33,7 @@ from iclr26.lifrseg.models import (
 )
 from iclr26.lifrseg.splat import resize_flow, softmax_splat_with_coverage
 
-__all__ = ["FrameEncoding", "LiFRSeg", "LiFRSegConfig"]
+__all__ = ["FlowCache", "FrameEncoding", "LiFRSeg", "LiFRSegConfig"]
 
 
 class FrameEncoding(NamedTuple):
@@ -41,7 +44,158 @@ class FrameEncoding(NamedTuple):
     image: torch.Tensor
     ev_past: torch.Tensor
     features: tuple[torch.Tensor, ...] | None
-    past_features: torch.Tensor
+    past_features: torch.Tensor | None
+
+
+class FlowCache:
+    """Memoised outputs of one fixed E-RAFT-lite, per (past grid, query grid) pair.
+
+    The flow network's output for a query is a function of its weights and the two voxel grids
+    only. When the network is fixed (pretrained and frozen, as in ``fit_lifrseg``'s default
+    ``freeze_flow=True``), every model and variant that shares those weights computes the same
+    flow and flow features for the same sample: the end-to-end stage revisits each training
+    sample several times, and the evaluation runs many methods on the same test samples. A
+    ``FlowCache`` computes each pair once (in eval mode, RAFT's test mode: only the last iteration
+    is upsampled) and returns the stored result afterwards (keyed by the bytes of both grids, so
+    a changed grid is a new entry). The values equal a direct call up to float rounding (a sample
+    is computed inside whichever batch first needs it).
+
+    The weights are snapshotted at construction; :meth:`check` (called on every use by
+    ``LiFRSeg.forward(..., flow_cache=)``) raises if a model's flow network differs from them, so
+    a cache is never applied to a network that was trained or swapped since.
+    """
+
+    def __init__(self, flownet: ERaftLite) -> None:
+        if not isinstance(flownet, ERaftLite):
+            raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
+        self.flownet = flownet
+        self._weights = {k: v.detach().clone() for k, v in flownet.state_dict().items()}
+        self._checked: dict[int, tuple[weakref.ref, tuple[int, ...]]] = {}
+        self._store: dict[bytes, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def check(self, flownet: ERaftLite) -> None:
+        """Raise ``ValueError`` unless ``flownet`` has the snapshotted weights (a deep copy with
+        equal weights passes). Equality is re-checked only when a parameter was modified in place
+        since the last check (tensor version counters)."""
+        if not isinstance(flownet, ERaftLite):
+            raise TypeError(f"flownet must be an ERaftLite, got {type(flownet).__name__}")
+        state = flownet.state_dict()
+        versions = tuple(v._version for v in state.values())
+        seen = self._checked.get(id(flownet))
+        if seen is not None and seen[0]() is flownet and seen[1] == versions:
+            return
+        same = state.keys() == self._weights.keys() and all(
+            v.shape == self._weights[k].shape
+            and torch.equal(v.detach().cpu(), self._weights[k].cpu())
+            for k, v in state.items()
+        )
+        if not same:
+            raise ValueError(
+                "flow_cache was built for other flow-network weights (trained or replaced since); "
+                "build a new FlowCache"
+            )
+        self._checked[id(flownet)] = (weakref.ref(flownet), versions)
+
+    @staticmethod
+    def _key(ev_past: torch.Tensor, ev_query: torch.Tensor) -> bytes:
+        h = hashlib.blake2b(digest_size=20)
+        for t in (ev_past, ev_query):
+            a = t.detach().to("cpu", torch.float32).contiguous()
+            h.update(str(tuple(a.shape)).encode())
+            h.update(a.numpy().tobytes())
+        return h.digest()
+
+    @torch.no_grad()
+    def __call__(
+        self, ev_past: torch.Tensor, ev_query: torch.Tensor
+    ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """The flow network's eval-mode output for the batch ``ev_past``, ``ev_query``
+        ``[N, B, H, W]``: ``flow`` ``[N, 2, H, W]``, ``flows`` (``[flow]``) and ``features``."""
+        if not isinstance(ev_past, torch.Tensor) or not isinstance(ev_query, torch.Tensor):
+            raise TypeError("ev_past and ev_query must be tensors")
+        if ev_past.ndim != 4 or ev_past.shape != ev_query.shape:
+            raise ValueError(
+                f"ev_past and ev_query must be [N, B, H, W] of one shape, got "
+                f"{tuple(ev_past.shape)} and {tuple(ev_query.shape)}"
+            )
+        keys = [self._key(p, q) for p, q in zip(ev_past, ev_query, strict=True)]
+        todo, seen = [], set()
+        for i, k in enumerate(keys):
+            if k not in self._store and k not in seen:
+                seen.add(k)
+                todo.append(i)
+        if todo:
+            was = self.flownet.training
+            self.flownet.eval()
+            try:
+                out = self.flownet(ev_past[todo], ev_query[todo], all_iterations=False)
+            finally:
+                self.flownet.train(was)
+            for j, i in enumerate(todo):
+                self._store[keys[i]] = (out["flow"][j].clone(), out["features"][j].clone())
+        self.misses += len(todo)
+        self.hits += len(keys) - len(todo)
+        dev = ev_query.device
+        flow = torch.stack([self._store[k][0] for k in keys]).to(dev)
+        feats = torch.stack([self._store[k][1] for k in keys]).to(dev)
+        return {"flow": flow, "flows": [flow], "features": feats}
+
+
+class _FrameCore(nn.Module):
+    """Traced half of :meth:`LiFRSeg.encode_frame`: ``(image, ev_past)`` → the segmenter's four
+    feature maps and the flow network's past features."""
+
+    def __init__(self, model: LiFRSeg) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, image: torch.Tensor, ev_past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        m = self.model
+        return (*m.segmenter.features(image), m.flownet.encode(ev_past))
+
+
+class _FlowCore(nn.Module):
+    """Traced flow half of a query: the flow network (past features given) and the ScoreNet →
+    ``(flow, score)`` (the softmax splat stays eager: its native scatter, ``grid_sampler_2d``'s
+    backward kernel, cannot be recorded by the tracer)."""
+
+    def __init__(self, model: LiFRSeg) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        image: torch.Tensor,
+        ev_past: torch.Tensor,
+        ev_query: torch.Tensor,
+        past_features: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        m = self.model
+        moving = (ev_query.abs().flatten(1).sum(1) > 0).view(-1, 1, 1, 1)
+        fl_out = m.flownet(ev_past, ev_query, all_iterations=False, past_features=past_features)
+        flow, score, _ = m._flow_and_score(fl_out, moving, image)
+        return flow, score
+
+
+class _DecodeCore(nn.Module):
+    """Traced all-MLP decoder at a fixed output size."""
+
+    def __init__(self, model: LiFRSeg, size: tuple[int, int]) -> None:
+        super().__init__()
+        self.model, self.size = model, size
+
+    def forward(self, *feats: torch.Tensor) -> torch.Tensor:
+        return self.model.segmenter.decode(list(feats), self.size)
+
+
+# traced graphs per model, built lazily per input shape; they reference the model's own
+# parameters (tracing without freezing), so training or loading weights updates them too
+_TRACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -153,6 +307,81 @@ class LiFRSeg(nn.Module):
         out, cover = softmax_splat_with_coverage(x, fl, metric, self.config.splat_mode)
         return out, (cover < 1e-3).to(x.dtype)
 
+    def _traced(self, part: str, *example: torch.Tensor):
+        """The traced ``part`` (``frame`` / ``flow`` / ``decode``) for these input shapes,
+        built on first use (``torch.jit.trace`` of the eager modules, parameters shared)."""
+        mods = (self.segmenter, self.flownet, self.scorenet, self.refine, self.memory_attn)
+        key = (
+            part, tuple((tuple(t.shape), t.dtype, t.device) for t in example),
+            repr(self.config), tuple(id(x) for x in mods),
+        )  # fmt: skip
+        cache = _TRACES.setdefault(self, {})
+        fn = cache.get(key)
+        if fn is None:
+            if part == "frame":
+                core = _FrameCore(self)
+            elif part == "flow":
+                core = _FlowCore(self)
+            else:  # the output size: 4x the stride-4 features
+                core = _DecodeCore(self, (4 * example[0].shape[-2], 4 * example[0].shape[-1]))
+            with warnings.catch_warnings():  # shape-dependent Python branches are constants here
+                warnings.simplefilter("ignore")
+                fn = torch.jit.trace(core, example, check_trace=False)
+            cache[key] = fn
+        return fn
+
+    def _use_trace(self, traced: bool) -> bool:
+        if not isinstance(traced, bool):
+            raise TypeError(f"traced must be a bool, got {type(traced).__name__}")
+        return (
+            traced
+            and not self.training
+            and not torch.is_grad_enabled()
+            and self.config.propagate == "features"
+        )
+
+    def _flow_and_score(
+        self, fl_out: dict, moving: torch.Tensor, image: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The motion field (zero where the query window is empty), the ScoreNet's ``S`` and
+        the splatting metric (``None`` without the ScoreNet)."""
+        n, _, h, w = image.shape
+        flow = torch.where(moving, fl_out["flow"], torch.zeros_like(fl_out["flow"]))
+        if self.scorenet is None:
+            return flow, torch.zeros(n, 1, h, w, dtype=image.dtype, device=image.device), None
+        score = self.scorenet(fl_out["features"], (h, w))
+        return flow, score, score
+
+    def _propagate_features(
+        self,
+        feats: Sequence[torch.Tensor],
+        flow: torch.Tensor,
+        metric: torch.Tensor | None,
+        moving: torch.Tensor,
+    ) -> list[torch.Tensor]:
+        """Softmax-splat the chosen scales along ``flow`` (weight ``exp(metric)``), patch holes
+        with RefineNet; samples with an empty query window keep the frame's features."""
+        new = []
+        for i, f in enumerate(feats):
+            if i in self.config.splat_scales:
+                g, holes = self._splat(f, flow, metric)
+                if self.refine is not None:
+                    g = self.refine[i](g, holes)
+                f = torch.where(moving, g, f)
+            new.append(f)
+        return new
+
+    def _read_write_memory(
+        self, feats: list[torch.Tensor], memory: MemoryBank | None
+    ) -> list[torch.Tensor]:
+        """Temporal memory attention on the deepest level, then write that level to the bank."""
+        lvl = self.config.memory_level
+        if self.memory_attn is not None and memory is not None:
+            feats[lvl] = self.memory_attn(feats[lvl], memory.items())
+        if memory is not None:
+            memory.write(feats[lvl])
+        return feats
+
     def forward(
         self,
         image: torch.Tensor,
@@ -162,6 +391,8 @@ class LiFRSeg(nn.Module):
         *,
         flow: torch.Tensor | None = None,
         frame: FrameEncoding | None = None,
+        flow_cache: FlowCache | None = None,
+        traced: bool = False,
     ) -> dict[str, torch.Tensor]:
         """One anytime query.
 
@@ -178,6 +409,17 @@ class LiFRSeg(nn.Module):
             frame: :meth:`encode_frame` of this ``image`` and ``ev_past``, computed once for all
                 queries of the frame (the frame's features and the past grid's flow features are
                 then reused, not recomputed; the output is the same up to float rounding).
+            flow_cache: a :class:`FlowCache` of this model's (fixed) flow network: the flow and
+                flow features of this query are taken from it (computed once per pair of grids);
+                the flow network must not be training (no gradient can reach it through a
+                cache). ``flows`` then holds only the final flow.
+            traced: run the optimised inference path: the frame encoding, the query's flow /
+                ScoreNet / splatting / RefineNet and the decoder as ``torch.jit.trace`` graphs
+                (one per input shape, built on first use, sharing this model's parameters; the
+                memory attention stays eager). The same operations, so the same outputs up to
+                float rounding; used only where it applies (eval mode, gradients off, feature
+                propagation, estimated flow without ``flow`` or ``flow_cache``), otherwise the
+                eager path runs.
 
         Returns:
             ``logits`` [N, K, H, W], ``flow`` [N, 2, H, W], ``flows`` (per GRU iteration, stacked
@@ -208,47 +450,61 @@ class LiFRSeg(nn.Module):
                 raise ValueError(
                     "frame must be encode_frame(image, ev_past) of this call's image and ev_past"
                 )
+        if self._use_trace(traced) and flow is None and flow_cache is None:
+            # the traced graphs hold no value checks: the inputs are checked here
+            if not torch.isfinite(ev_query).all():
+                raise ValueError("ev_query must be finite (no NaN or inf)")
+            if frame is None:
+                frame = self.encode_frame(image, ev_past, traced=True)
+            past = frame.past_features
+            if past is None:
+                past = self._traced("frame", image, ev_past)(image, ev_past)[-1]
+            assert frame.features is not None
+            flow_t, score_t = self._traced("flow", image, ev_past, ev_query, past)(
+                image, ev_past, ev_query, past
+            )
+            moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
+            metric = score_t if self.scorenet is not None else None
+            feats_t = self._propagate_features(frame.features, flow_t, metric, moving)
+            feats_t = self._read_write_memory(feats_t, memory)
+            logits = self._traced("decode", *feats_t)(*feats_t)
+            return {"logits": logits, "flow": flow_t, "flows": flow_t[None], "score": score_t}
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
-        # the per-iteration flows only matter for a sequence loss: in eval mode only the last
-        # one is upsampled
-        fl_out = self.flownet(
-            ev_past, ev_query, all_iterations=self.training,
-            past_features=None if frame is None else frame.past_features,
-        )  # fmt: skip
+        if flow_cache is not None:
+            if not isinstance(flow_cache, FlowCache):
+                raise TypeError(f"flow_cache must be a FlowCache, got {type(flow_cache).__name__}")
+            if self.flownet.training or (
+                torch.is_grad_enabled() and any(p.requires_grad for p in self.flownet.parameters())
+            ):
+                raise ValueError(
+                    "flow_cache needs a fixed flow network (eval mode, no parameter requiring "
+                    "grad while grad is enabled)"
+                )
+            flow_cache.check(self.flownet)
+            fl_out = flow_cache(ev_past, ev_query)
+        else:
+            # the per-iteration flows only matter for a sequence loss: in eval mode only the
+            # last one is upsampled
+            fl_out = self.flownet(
+                ev_past, ev_query, all_iterations=self.training,
+                past_features=None if frame is None else frame.past_features,
+            )  # fmt: skip
         if flow is not None:
             if not isinstance(flow, torch.Tensor) or tuple(flow.shape) != (n, 2, h, w):
                 raise ValueError(f"flow must be [N, 2, H, W] = {[n, 2, h, w]}")
             fl_out = {**fl_out, "flow": flow.to(image.dtype)}
-        flow = torch.where(moving, fl_out["flow"], torch.zeros_like(fl_out["flow"]))
-        score = (
-            self.scorenet(fl_out["features"], (h, w))
-            if self.scorenet is not None
-            else torch.zeros(n, 1, h, w, dtype=image.dtype, device=image.device)
-        )
-        metric = score if self.scorenet is not None else None
+        flow, score, metric = self._flow_and_score(fl_out, moving, image)
         seg = self.segmenter
         if cfg.propagate == "image":
-            warped, holes = self._splat(image, flow, metric)
+            warped, _ = self._splat(image, flow, metric)
             feats = seg.features(torch.where(moving, warped, image))
         elif frame is not None and frame.features is not None:
             feats = list(frame.features)
         else:
             feats = seg.features(image)
         if cfg.propagate == "features":
-            new = []
-            for i, f in enumerate(feats):
-                if i in cfg.splat_scales:
-                    g, holes = self._splat(f, flow, metric)
-                    if self.refine is not None:
-                        g = self.refine[i](g, holes)
-                    f = torch.where(moving, g, f)
-                new.append(f)
-            feats = new
-        if self.memory_attn is not None and memory is not None:
-            lvl = cfg.memory_level
-            feats[lvl] = self.memory_attn(feats[lvl], memory.items())
-        if memory is not None:
-            memory.write(feats[cfg.memory_level])
+            feats = self._propagate_features(feats, flow, metric, moving)
+        feats = self._read_write_memory(feats, memory)
         logits = seg.decode(feats, (h, w))
         if cfg.propagate == "logits":
             warped, _ = self._splat(torch.softmax(logits, 1), flow, metric)
@@ -260,11 +516,23 @@ class LiFRSeg(nn.Module):
             "score": score,
         }
 
-    def encode_frame(self, image: torch.Tensor, ev_past: torch.Tensor) -> FrameEncoding:
+    def encode_frame(
+        self,
+        image: torch.Tensor,
+        ev_past: torch.Tensor,
+        *,
+        flow_features: bool = True,
+        traced: bool = False,
+    ) -> FrameEncoding:
         """The per-frame half of a query, computed once for all queries of the frame ``image``
         ``[N, 3, H, W]`` with the past voxel grid ``ev_past`` ``[N, B, H, W]``: the segmenter's
         features of ``I_t`` and the flow network's encoding of ``E_{t−Δt→t}``. Pass it to
-        :meth:`forward` as ``frame=`` (with the same ``image`` and ``ev_past`` tensors)."""
+        :meth:`forward` as ``frame=`` (with the same ``image`` and ``ev_past`` tensors).
+        ``flow_features=False`` skips the flow encoding (``past_features`` is ``None``; for
+        queries served by a :class:`FlowCache`, or the flow network encodes the grid itself).
+        In training mode the features keep their graph: the gradient of every query of the frame
+        flows back through one encoder pass (the same sum as one pass per query). ``traced``:
+        the optimised path of :meth:`forward` (where it applies)."""
         n = image.shape[0] if isinstance(image, torch.Tensor) and image.ndim == 4 else None
         if n is None or image.shape[1] != 3:
             raise ValueError(
@@ -278,8 +546,14 @@ class LiFRSeg(nn.Module):
             raise ValueError(
                 f"ev_past must be [N, B, H, W] = {list(want)}, got {list(getattr(ev_past, 'shape', []))}"
             )
+        if self._use_trace(traced):
+            if not torch.isfinite(image).all() or not torch.isfinite(ev_past).all():
+                raise ValueError("image and ev_past must be finite (no NaN or inf)")
+            out = self._traced("frame", image, ev_past)(image, ev_past)
+            return FrameEncoding(image, ev_past, tuple(out[:-1]), out[-1])
         feats = None if self.config.propagate == "image" else tuple(self.segmenter.features(image))
-        return FrameEncoding(image, ev_past, feats, self.flownet.encode(ev_past))
+        past = self.flownet.encode(ev_past) if flow_features else None
+        return FrameEncoding(image, ev_past, feats, past)
 
     @torch.no_grad()
     def predict_anytime(
@@ -291,11 +565,13 @@ class LiFRSeg(nn.Module):
         *,
         past_window_s: float = 0.05,
         use_memory: bool | None = None,
+        traced: bool = True,
     ) -> list[torch.Tensor]:
         """Causal anytime inference: logits ``[K, H, W]`` at each query time, in order, from the
         frame ``image`` ``[3, H, W]`` at ``t_frame`` and only the events before each query time
         (``E_{t−Δt→t}`` and ``E_{t→t_q}``, half-open). Query times must be ``>= t_frame`` and
-        non-decreasing; the memory (if any) is written after every query."""
+        non-decreasing; the memory (if any) is written after every query. ``traced``: the
+        optimised path of :meth:`forward` (default; ``False``: the eager reference path)."""
         if not isinstance(events, EventStream):
             raise TypeError(f"events must be an EventStream, got {type(events).__name__}")
         if not isinstance(image, torch.Tensor) or image.ndim != 3 or image.shape[0] != 3:
@@ -328,13 +604,13 @@ class LiFRSeg(nn.Module):
         )
         past = past.unsqueeze(0).to(dev)
         img = image.unsqueeze(0).to(dev, torch.float32)
-        frame = self.encode_frame(img, past)  # shared by every query of the frame
+        frame = self.encode_frame(img, past, traced=traced)  # shared by the frame's queries
         outs = []
         for q in qs:
             query = voxel_grid(
                 events.slice(t_frame, q), self.config.num_bins, h, w, t_start=t_frame, t_end=q
             )
-            out = self(img, past, query.unsqueeze(0).to(dev), memory, frame=frame)
+            out = self(img, past, query.unsqueeze(0).to(dev), memory, frame=frame, traced=traced)
             outs.append(out["logits"][0])
         return outs
 

@@ -50,7 +50,7 @@ def _check_pair(x: torch.Tensor, flow: torch.Tensor) -> None:
 def _canvas(n: int) -> int:
     """The smallest ``2**k + 1 >= n``: a splat canvas whose ``align_corners`` normalisation
     ``2 t / (n' - 1) - 1`` is a power-of-two scaling, so integer targets stay exact."""
-    return (1 << max(n - 2, 0).bit_length()) + 1
+    return (1 << max(int(n) - 2, 0).bit_length()) + 1  # int(): a traced size is a tensor
 
 
 class _AdjointWarp(torch.autograd.Function):

@@ -23,7 +23,7 @@ from torch import nn
 from iclr26.lifrseg.baselines import EarlyFusionSeg
 from iclr26.lifrseg.data import AnytimeSegDataset, collate_anytime
 from iclr26.lifrseg.data import Sequence as Seq
-from iclr26.lifrseg.lifrseg import LiFRSeg, LiFRSegConfig
+from iclr26.lifrseg.lifrseg import FlowCache, LiFRSeg, LiFRSegConfig
 from iclr26.lifrseg.losses import flow_epe, laplace_nll, ohem_cross_entropy
 from iclr26.lifrseg.models import ERaftLite, MemoryBank, Segmenter
 
@@ -253,6 +253,7 @@ def fit_lifrseg(
     score_nll_weight: float = 0.0,
     segmenter_lr_factor: float = 0.1,
     train_segmenter: bool = True,
+    flow_cache: FlowCache | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[float]:
     """Stage 3: LiFR-Seg end to end with OHEM CE averaged over each frame's query chain (processed
@@ -264,13 +265,24 @@ def fit_lifrseg(
     ``reproduce`` and ``train`` do). With the new modules at 1e-3, Adam's first sign-like steps turn the zero-initialised residual
     branches (RefineNet, memory output) into noise that a short run never recovers from.
     ``train_segmenter=False`` keeps the pretrained segmenter fixed (weights and normalisation
-    statistics) and trains only the new modules (a diagnostic, not the paper's setting)."""
+    statistics) and trains only the new modules (a diagnostic, not the paper's setting).
+    ``flow_cache``: a :class:`~iclr26.lifrseg.lifrseg.FlowCache` of the (frozen) flow network,
+    so each training sample's flow is computed once, not at every visit (needs
+    ``freeze_flow=True``; several runs from the same flow network can share it). Each frame's
+    segmenter features are computed once per step and shared by its queries (one encoder pass
+    whose gradient sums over the chain, the same as one pass per query)."""
     if not isinstance(train_segmenter, bool):
         raise TypeError(f"train_segmenter must be a bool, got {type(train_segmenter).__name__}")
     if not np.isfinite(segmenter_lr_factor) or segmenter_lr_factor <= 0:
         raise ValueError(f"segmenter_lr_factor must be positive, got {segmenter_lr_factor}")
     if not isinstance(model, LiFRSeg):
         raise TypeError(f"model must be a LiFRSeg, got {type(model).__name__}")
+    if flow_cache is not None:
+        if not isinstance(flow_cache, FlowCache):
+            raise TypeError(f"flow_cache must be a FlowCache, got {type(flow_cache).__name__}")
+        if not freeze_flow:
+            raise ValueError("flow_cache needs freeze_flow=True (a trained flow network changes)")
+        flow_cache.check(model.flownet)
     if _resume(model, checkpoint):
         return []
     torch.manual_seed(cfg.seed)
@@ -289,8 +301,12 @@ def fit_lifrseg(
         k = b["ev_query"].shape[1]
         mem = MemoryBank(model.config.memory_len) if model.config.use_memory else None
         loss = torch.zeros(())
+        frame = model.encode_frame(b["image"], b["ev_past"], flow_features=False)
         for q in range(k):
-            out = model(b["image"], b["ev_past"], b["ev_query"][:, q], mem)
+            out = model(
+                b["image"], b["ev_past"], b["ev_query"][:, q], mem,
+                frame=frame, flow_cache=flow_cache,
+            )  # fmt: skip
             loss = loss + ohem_cross_entropy(out["logits"], b["label"][:, q]) / k
             if score_nll_weight > 0 and model.scorenet is not None:
                 loss = (
