@@ -23,5 +23,6 @@ def test_denoiser_matmuls_counts_the_flops_torch_counts(model):
     mms = denoiser_matmuls(model.config, batch, length)
     assert sum(m[3] for m in mms) == counter.get_total_flops()
     for _name, a, b, flops in mms:
-        assert a[-1] == b[-2] and flops == 2 * torch.Size(a).numel() * b[-1]
+        assert a[-1] == b[-2]
+        assert flops == 2 * torch.Size(a).numel() * b[-1]
     assert len(mms) == 6 * model.config["n_layers"] + 1
