@@ -7,7 +7,7 @@ from iclr26.maskgrpo import MaskGRPOConfig, MaskGRPOTrainer, get_task, load_pret
 from iclr26.maskgrpo.data import PRETRAIN_DEFAULTS
 
 
-@pytest.mark.parametrize("name", ["sort8", "add3", "sudoku4", "digits4"])
+@pytest.mark.parametrize("name", ["sort8", "add3", "sudoku4", "digits", "digits4"])
 def test_shipped_checkpoint_has_rl_headroom(name):
     """Held-out success of the shipped file lies in the spec's headroom band (20–50 %, with
     sampling noise of 32 prompts × 4 rollouts): neither nothing learned nor nothing to gain
@@ -40,14 +40,25 @@ def test_pretrain_toy_rebuilds_the_shipped_sudoku_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_pretrain_toy_rebuilds_the_shipped_digits_file(tmp_path):
-    """`pretrain-toy --task digits4` with its defaults writes the shipped weights bit for bit."""
+@pytest.mark.parametrize("name", ["digits4", "digits"])
+def test_pretrain_toy_rebuilds_the_shipped_digits_file(tmp_path, name):
+    """`pretrain-toy --task digits4` / `--task digits` with their defaults write the shipped
+    weights bit for bit."""
     from safetensors.torch import load_file
 
     from iclr26.maskgrpo.cli import main
     from iclr26.maskgrpo.data import pretrained_path
 
     out = tmp_path / "d.safetensors"
-    assert main(["pretrain-toy", "--task", "digits4", "--out", str(out), "--no-progress"]) == 0
-    new, old = load_file(str(out)), load_file(str(pretrained_path("digits4")))
+    assert main(["pretrain-toy", "--task", name, "--out", str(out), "--no-progress"]) == 0
+    new, old = load_file(str(out)), load_file(str(pretrained_path(name)))
+    assert new.keys() == old.keys()
     assert all(torch.equal(new[k], old[k]) for k in old)
+
+
+def test_shipped_digits_files_fit_the_size_limit():
+    """Shipped weights stay small (< 2 MB each)."""
+    from iclr26.maskgrpo.data import pretrained_path
+
+    for name in ("sort8", "add3", "sudoku4", "digits", "digits4"):
+        assert pretrained_path(name).stat().st_size < 2_000_000, name
