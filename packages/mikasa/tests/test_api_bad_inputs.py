@@ -55,6 +55,8 @@ CASES = [
     (lambda: mk.BC("mlp").fit({"obs": np.zeros((2, 5, 4)), "action": np.zeros((2, 5, 2))}), ValueError, "action"),
     (lambda: mk.BC("mlp").fit({"obs": np.full((2, 5, 4), np.nan), "action": np.zeros((2, 5, 3))}), ValueError, "NaN"),
     (lambda: mk.BC("mlp").act(np.zeros((1, 4))), RuntimeError, "fit"),
+    (lambda: mk.BC("mlp", normalize=1), TypeError, "normalize"),
+    (lambda: mk.BC("mlp").fit({"obs": np.zeros((2, 5, 4)), "action": np.zeros((2, 5, 3)), "mask": np.ones((2, 5))}), ValueError, "mask"),
     (lambda: mk.make_policy("gru", 0), ValueError, "obs_dim"),
     (lambda: mk.make_policy("framestack", 4, k=0), ValueError, "k"),
     (lambda: mk.make_policy("slot_gru", 40), ValueError, "memory-mode"),

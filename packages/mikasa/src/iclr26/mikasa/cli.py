@@ -153,9 +153,9 @@ def _collect_setup(parser: argparse.ArgumentParser):
 def _ppo_setup(parser: argparse.ArgumentParser):
     from pathlib import Path
 
-    parser.add_argument("--quick", action="store_true", help="30,000 steps per run")
+    parser.add_argument("--quick", action="store_true", help="30,000 steps per run, 32 envs")
     parser.add_argument("--steps", type=int_arg(1_000, 100_000_000),
-                        help="environment steps per run (default 300,000)")  # fmt: skip
+                        help="environment steps per run (default 1,000,000)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reports/mikasa/e2"), help="output folder")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
