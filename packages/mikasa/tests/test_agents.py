@@ -100,3 +100,14 @@ def test_bc_mask_ignores_padded_steps():
         BC("mlp").fit(dict(demos, mask=mask[:, :10]))
     with pytest.raises(ValueError, match="mask"):
         BC("mlp").fit(dict(demos, mask=np.zeros_like(mask)))
+
+
+@pytest.mark.slow
+def test_bc_mlp_learns_remember_colour_in_state_mode_from_enough_demos():
+    """Given the target colour (state mode), a flat MLP matches it to a cube from 10,000
+    demonstrations (300 are too few: part D of reproduce)."""
+    from iclr26.mikasa.experiments import colour_diagnosis
+
+    (row,) = colour_diagnosis((("mlp", "state", 20, 10_000),), n_eval=100, seed=0)
+    assert row["success at end"] >= 0.8
+    assert row["nearest cube is the target"] >= 0.9

@@ -8,6 +8,12 @@ import pytest
 import iclr26.mikasa as mk
 
 
+def _rms(*args, **kwargs):
+    from iclr26.mikasa.ppo import RunningMeanStd
+
+    return RunningMeanStd(*args, **kwargs)
+
+
 def _vec():
     return mk.make_vec("RememberColor3-v0", 2)
 
@@ -72,6 +78,10 @@ CASES = [
     (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, reward_mode="x"), ValueError, "reward_mode"),
     (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, obs_mode="rgb"), ValueError, "obs_mode"),
     (lambda: mk.PPO("slot_gru"), ValueError, "policy"),
+    (lambda: _rms(0), ValueError, "dim"),
+    (lambda: _rms(3, clip=float("inf")), ValueError, "clip"),
+    (lambda: _rms(3).update(np.zeros((2, 4))), ValueError, "x must be"),
+    (lambda: _rms(2).update(np.full((2, 2), np.nan)), ValueError, "NaN"),
     (lambda: mk.PPO("transformer", hidden=30), ValueError, "hidden"),
     (lambda: mk.PPO("gru", gamma=2.0), ValueError, "gamma"),
     (lambda: mk.PPO("gru").act(np.zeros((1, 4))), RuntimeError, "fit"),

@@ -114,3 +114,20 @@ def test_minigrid_expert_looks_at_the_cue_before_it_goes():
 def test_peer_bad_input(call, needle):
     with pytest.raises((ValueError, TypeError), match=needle):
         call()
+
+
+@pytest.mark.slow
+def test_minigrid_bc_gru_beats_bc_mlp_once_the_expert_looks_at_the_cue():
+    """With an expert that looks at the cue, BC-GRU learns MemoryS7 and BC-MLP stays near 0.5."""
+    import torch
+
+    from iclr26.mikasa.agents import BC
+
+    torch.set_num_threads(1)
+    demos = peer_demos(MEMORY, 100, seed=0)
+    got = {}
+    for kind in ("mlp", "gru"):
+        bc = BC(kind, hidden=64, epochs=60, batch_size=16, seed=0).fit(demos)
+        got[kind] = evaluate_peer(MEMORY, bc, 60, seed=100_000)
+    assert got["gru"] >= got["mlp"] + 0.3
+    assert got["mlp"] <= 0.65

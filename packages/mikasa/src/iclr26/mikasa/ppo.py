@@ -146,13 +146,21 @@ class RunningMeanStd:
     """
 
     def __init__(self, dim: int, clip: float = 10.0) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+        if not (isinstance(clip, float | int) and np.isfinite(clip) and clip > 0):
+            raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
         self.mean = np.zeros(dim)
         self.var = np.ones(dim)
         self.count = 1e-4
         self.clip = float(clip)
 
     def update(self, x: np.ndarray) -> None:
-        x = np.asarray(x, np.float64).reshape(-1, self.mean.shape[0])
+        x = np.asarray(x, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.mean.shape[0] or len(x) == 0:
+            raise ValueError(f"x must be (N >= 1, {self.mean.shape[0]}), got {x.shape}")
+        if not np.isfinite(x).all():
+            raise ValueError("x holds NaN or inf")
         n = len(x)
         mean, var = x.mean(0), x.var(0)
         delta, tot = mean - self.mean, self.count + n
