@@ -166,3 +166,16 @@ def test_ppo_state_mode_and_refusals():
 def test_ppo_bad_arguments_name_the_argument(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=name):
         PPO(**kwargs)
+
+
+def test_e2_runs_a_subset_of_variants_and_refuses_unknown_ones():
+    from iclr26.mikasa.experiments import ppo_experiment
+
+    report = ppo_experiment(quick=True, steps=1_000, progress=False, variants=(("mlp", "state"),))
+    md = report.to_markdown()
+    assert "PPO-MLP in state mode" in md
+    assert "beats PPO-MLP" not in md  # no memory-mode runs, so no memory-gap check
+    with pytest.raises(ValueError, match="variants"):
+        ppo_experiment(variants=(("cnn", "memory"),))
+    with pytest.raises(ValueError, match="variants"):
+        ppo_experiment(variants=())
