@@ -600,8 +600,9 @@ def peer_experiment(*, quick: bool = False, seed: int = 0, progress: bool = True
     report.add_figure("peer_memory_baselines", fig)
     report.note(
         "Discrete actions are regressed as fixed 3-d codes and decoded by the nearest code (BC "
-        "regresses 3-d actions). MiniGrid demonstrations are the shortest path to the matching "
-        "object, zero-padded after the episode; evaluation stops at 60 steps."
+        "regresses 3-d actions). MiniGrid demonstrations turn left until the cue is in view, "
+        "then take the shortest path to the matching object (padding after the episode is "
+        "masked out of the loss); evaluation stops at 60 steps."
     )
     return report
 
