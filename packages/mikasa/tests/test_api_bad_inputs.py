@@ -8,6 +8,12 @@ import pytest
 import iclr26.mikasa as mk
 
 
+def _rms(*args, **kwargs):
+    from iclr26.mikasa.ppo import RunningMeanStd
+
+    return RunningMeanStd(*args, **kwargs)
+
+
 def _vec():
     return mk.make_vec("RememberColor3-v0", 2)
 
@@ -55,6 +61,8 @@ CASES = [
     (lambda: mk.BC("mlp").fit({"obs": np.zeros((2, 5, 4)), "action": np.zeros((2, 5, 2))}), ValueError, "action"),
     (lambda: mk.BC("mlp").fit({"obs": np.full((2, 5, 4), np.nan), "action": np.zeros((2, 5, 3))}), ValueError, "NaN"),
     (lambda: mk.BC("mlp").act(np.zeros((1, 4))), RuntimeError, "fit"),
+    (lambda: mk.BC("mlp", normalize=1), TypeError, "normalize"),
+    (lambda: mk.BC("mlp").fit({"obs": np.zeros((2, 5, 4)), "action": np.zeros((2, 5, 3)), "mask": np.ones((2, 5))}), ValueError, "mask"),
     (lambda: mk.make_policy("gru", 0), ValueError, "obs_dim"),
     (lambda: mk.make_policy("framestack", 4, k=0), ValueError, "k"),
     (lambda: mk.make_policy("slot_gru", 40), ValueError, "memory-mode"),
@@ -70,6 +78,10 @@ CASES = [
     (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, reward_mode="x"), ValueError, "reward_mode"),
     (lambda: mk.SpatialBatch(mk.get_spec("InterceptFast-v0"), 2, obs_mode="rgb"), ValueError, "obs_mode"),
     (lambda: mk.PPO("slot_gru"), ValueError, "policy"),
+    (lambda: _rms(0), ValueError, "dim"),
+    (lambda: _rms(3, clip=float("inf")), ValueError, "clip"),
+    (lambda: _rms(3).update(np.zeros((2, 4))), ValueError, "x must be"),
+    (lambda: _rms(2).update(np.full((2, 2), np.nan)), ValueError, "NaN"),
     (lambda: mk.PPO("transformer", hidden=30), ValueError, "hidden"),
     (lambda: mk.PPO("gru", gamma=2.0), ValueError, "gamma"),
     (lambda: mk.PPO("gru").act(np.zeros((1, 4))), RuntimeError, "fit"),

@@ -63,9 +63,43 @@ def test_repeat_previous_memoryless_scores_chance():
 
 def test_minigrid_expert_reaches_the_matching_object():
     demos = peer_demos(MEMORY, 4, seed=3)  # raises if the expert misses
-    assert demos["obs"].shape == (4, 40, 151)
+    assert demos["obs"].shape == (4, 20, 7 * 7 * 11 + 4)
+    assert demos["mask"].shape == (4, 20)
+    assert demos["mask"][:, 0].all()
     assert evaluate_peer(MEMORY, _Replay(demos["action"]), 4, seed=3) == 1.0
     assert evaluate_peer(MEMORY, _Constant(ACTION_CODES[0]), 4, seed=3) == 0.0  # spins in place
+
+
+def test_minigrid_expert_looks_at_the_cue_before_it_goes():
+    # the agent starts facing the hallway; from every start cell but the first the cue is
+    # behind it, so the expert turns left (action 0) until the start-room object is in view
+    import gymnasium as gym
+    import minigrid  # noqa: F401
+
+    demos = peer_demos(MEMORY, 24, seed=0)
+    env = gym.make("MiniGrid-MemoryS7-v0")
+    codes = ((demos["action"][..., None, :] - ACTION_CODES[:3]) ** 2).sum(-1).argmin(-1)
+    turned = 0
+    for e in range(24):
+        env.reset(seed=e)
+        u = env.unwrapped
+        cue = type(u.grid.get(1, u.height // 2 - 1)).__name__.lower()  # "key" or "ball"
+        seen_at_start = bool(u.agent_sees(1, u.height // 2 - 1))
+        n = int(demos["mask"][e].sum())
+        # the cue's type is in view at some step the demonstration records
+        types = demos["obs"][e, :n, : 7 * 7 * 11].reshape(n, 49, 11).argmax(-1)
+        seen = False
+        for t in range(n):
+            env.reset(seed=e)
+            for a in codes[e, :t]:
+                env.step(int(a))
+            seen |= bool(env.unwrapped.agent_sees(1, u.height // 2 - 1))
+        assert seen, e
+        assert ({"key": 5, "ball": 6}[cue] == types).any()
+        if not seen_at_start:  # then the first action is a left turn
+            turned += 1
+            assert codes[e, 0] == 0
+    assert turned > 0
 
 
 @pytest.mark.parametrize(
@@ -80,3 +114,20 @@ def test_minigrid_expert_reaches_the_matching_object():
 def test_peer_bad_input(call, needle):
     with pytest.raises((ValueError, TypeError), match=needle):
         call()
+
+
+@pytest.mark.slow
+def test_minigrid_bc_gru_beats_bc_mlp_once_the_expert_looks_at_the_cue():
+    """With an expert that looks at the cue, BC-GRU learns MemoryS7 and BC-MLP stays near 0.5."""
+    import torch
+
+    from iclr26.mikasa.agents import BC
+
+    torch.set_num_threads(1)
+    demos = peer_demos(MEMORY, 100, seed=0)
+    got = {}
+    for kind in ("mlp", "gru"):
+        bc = BC(kind, hidden=64, epochs=60, batch_size=16, seed=0).fit(demos)
+        got[kind] = evaluate_peer(MEMORY, bc, 60, seed=100_000)
+    assert got["gru"] >= got["mlp"] + 0.3
+    assert got["mlp"] <= 0.65

@@ -77,6 +77,46 @@ def test_transformer_core_is_causal_and_steps_like_the_whole_episode():
         net(torch.randn(1, 33, 7))
 
 
+def test_transformer_core_matches_torch_encoder_with_a_causal_mask():
+    # the KV-cached layers compute what nn.TransformerEncoder computes on the whole episode
+    import torch
+    from torch import nn
+
+    from iclr26.mikasa.ppo import CausalTransformerCore
+
+    torch.manual_seed(0)
+    core = CausalTransformerCore(16, max_len=32).eval()
+    h = torch.randn(3, 11, 16)
+    with torch.no_grad():
+        out, (t, caches) = core(h)
+        mask = nn.Transformer.generate_square_subsequent_mask(11)
+        ref = core.body(h + core.pos[:, :11], mask=mask, is_causal=True)
+        # and two chunks with the cache in between
+        first, state = core(h[:, :4])
+        second, _ = core(h[:, 4:], state)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat([first, second], 1), ref, atol=1e-5, rtol=1e-5)
+    assert t == 11
+    assert len(caches) == 2
+    assert caches[0][0].shape == (3, 11, 16)
+
+
+def test_running_mean_std_matches_the_pooled_moments():
+    from iclr26.mikasa.ppo import RunningMeanStd
+
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(2.0, 3.0, size=(n, 4)) for n in (5, 17, 1, 40)]
+    rms = RunningMeanStd(4)
+    for b in batches:
+        rms.update(b)
+    every = np.concatenate(batches)
+    np.testing.assert_allclose(rms.mean, every.mean(0), atol=1e-4)
+    np.testing.assert_allclose(rms.var, every.var(0), rtol=1e-4)
+    z = rms.normalize(every)
+    np.testing.assert_allclose(z.mean(0), 0.0, atol=1e-4)
+    assert rms.normalize(np.full((1, 4), 1e9)).max() == 10.0  # clipped
+
+
 def test_ppo_transformer_trains_acts_and_is_deterministic():
     kw = {"num_envs": 4, "minibatches": 2, "total_steps": 4 * 60, "hidden": 16, "seed": 1}
     a = PPO("transformer", **kw).fit("RememberColor3-v0")
@@ -120,8 +160,22 @@ def test_ppo_state_mode_and_refusals():
         ({"ent_coef": -1.0}, "ent_coef"),
         ({"total_steps": 2.5}, "total_steps"),
         ({"obs_mode": "rgb"}, "obs_mode"),
+        ({"normalize_obs": 1}, "normalize_obs"),
     ],
 )
 def test_ppo_bad_arguments_name_the_argument(kwargs, name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises((ValueError, TypeError), match=name):
         PPO(**kwargs)
+
+
+def test_e2_runs_a_subset_of_variants_and_refuses_unknown_ones():
+    from iclr26.mikasa.experiments import ppo_experiment
+
+    report = ppo_experiment(quick=True, steps=1_000, progress=False, variants=(("mlp", "state"),))
+    md = report.to_markdown()
+    assert "PPO-MLP in state mode" in md
+    assert "beats PPO-MLP" not in md  # no memory-mode runs, so no memory-gap check
+    with pytest.raises(ValueError, match="variants"):
+        ppo_experiment(variants=(("cnn", "memory"),))
+    with pytest.raises(ValueError, match="variants"):
+        ppo_experiment(variants=())

@@ -231,6 +231,11 @@ class BC:
         seed: initialisation and shuffling seed.
         device: torch device (CPU default).
         obs_mode: observation mode the policy acts on (for :func:`iclr26.mikasa.evaluate`).
+        normalize: standardise every observation feature by its mean and standard deviation
+            over the demonstrations (features constant in the demonstrations are centred only;
+            ``slot_gru`` reads raw visibility bits and positions and is never normalised).
+            Positions are a few centimetres while the actions are ``Δ / 0.03 m``, so without it
+            the network must grow large first-layer weights to resolve a cube's position.
     """
 
     def __init__(
@@ -245,6 +250,7 @@ class BC:
         seed: int = 0,
         device: str | torch.device = "cpu",
         obs_mode: str = "memory",
+        normalize: bool = True,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
@@ -258,11 +264,20 @@ class BC:
         self.seed = check_seed(seed) or 0
         self.device = torch.device(device)
         self.obs_mode = obs_mode
+        if not isinstance(normalize, bool):
+            raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
+        self.normalize = normalize
+        self.obs_mean_: np.ndarray | None = None
+        self.obs_std_: np.ndarray | None = None
         self.net_: _Policy | None = None
         self.losses_: list[float] = []
 
     def fit(self, demos: Mapping[str, np.ndarray], *, progress: bool = False) -> BC:
-        """Fit to ``demos`` (``obs`` (E, T, D) and ``action`` (E, T, 3), as from collect_demos)."""
+        """Fit to ``demos`` (``obs`` (E, T, D) and ``action`` (E, T, 3), as from collect_demos).
+
+        An optional ``mask`` (E, T) of bools marks the steps that count (padding after an
+        episode that ended early is False): the loss and the normalisation use only those.
+        """
         for key in ("obs", "action"):
             if key not in demos:
                 raise ValueError(f"demos lacks field {key!r}")
@@ -276,6 +291,23 @@ class BC:
             raise ValueError("demos holds no episodes")
         if not (np.isfinite(obs).all() and np.isfinite(act).all()):
             raise ValueError("demos holds NaN or inf")
+        mask = np.ones(obs.shape[:2], bool)
+        if "mask" in demos:
+            mask = np.asarray(demos["mask"])
+            if mask.dtype != bool or mask.shape != obs.shape[:2]:
+                raise ValueError(
+                    f"demos mask must be bools of shape {obs.shape[:2]}, got {mask.dtype} "
+                    f"{mask.shape}"
+                )
+            if not mask.any():
+                raise ValueError("demos mask marks no step")
+        flat = obs[mask]
+        if self.normalize and self.kind != "slot_gru":  # slot_gru reads raw bits and positions
+            mean, std = flat.mean(0), flat.std(0)
+            std[std < 1e-6] = 1.0  # constant in the demonstrations: centred, not scaled
+        else:
+            mean, std = np.zeros(obs.shape[2], np.float32), np.ones(obs.shape[2], np.float32)
+        self.obs_mean_, self.obs_std_ = mean.astype(np.float32), std.astype(np.float32)
         torch.manual_seed(self.seed)
         gen = torch.Generator().manual_seed(self.seed)
         net = make_policy(
@@ -283,15 +315,17 @@ class BC:
         )
         net.to(self.device)
         opt = torch.optim.Adam(net.parameters(), lr=self.lr)
-        x = torch.as_tensor(obs, device=self.device)
+        x = torch.as_tensor(self._scale(obs), device=self.device)
         y = torch.as_tensor(act, device=self.device)
+        w = torch.as_tensor(mask, dtype=torch.float32, device=self.device)
         n = len(x)
         for _ in progress_bar(range(self.epochs), desc=f"BC {self.kind}", enabled=progress):
             perm = torch.randperm(n, generator=gen)
             total = 0.0
             for i in range(0, n, self.batch_size):
                 idx = perm[i : i + self.batch_size].to(self.device)
-                loss = ((net(x[idx]) - y[idx]) ** 2).mean()
+                err = ((net(x[idx]) - y[idx]) ** 2).mean(-1)
+                loss = (err * w[idx]).sum() / w[idx].sum().clamp(min=1.0)
                 opt.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -300,6 +334,9 @@ class BC:
             self.losses_.append(total / n)
         self.net_ = net.eval()
         return self
+
+    def _scale(self, obs: np.ndarray) -> np.ndarray:
+        return ((obs - self.obs_mean_) / self.obs_std_).astype(np.float32)
 
     def reset(self, num_envs: int) -> None:
         """Start ``num_envs`` new episodes (clears the recurrent state / history)."""
@@ -312,5 +349,5 @@ class BC:
         """Actions (num_envs, 3) for observations (num_envs, D)."""
         if self.net_ is None:
             raise RuntimeError("BC.fit must be called before acting")
-        o = torch.as_tensor(np.asarray(obs, np.float32), device=self.device)
+        o = torch.as_tensor(self._scale(np.asarray(obs, np.float32)), device=self.device)
         return self.net_.step(o).cpu().numpy().astype(np.float64)

@@ -150,12 +150,21 @@ def _collect_setup(parser: argparse.ArgumentParser):
     return run
 
 
+E2_CHOICES = tuple(f"{p}:{m}" for p in ("mlp", "gru", "lstm", "transformer")
+                   for m in ("memory", "state"))  # fmt: skip
+
+
 def _ppo_setup(parser: argparse.ArgumentParser):
     from pathlib import Path
 
-    parser.add_argument("--quick", action="store_true", help="30,000 steps per run")
+    parser.add_argument("--quick", action="store_true", help="30,000 steps per run, 32 envs")
     parser.add_argument("--steps", type=int_arg(1_000, 100_000_000),
-                        help="environment steps per run (default 300,000)")  # fmt: skip
+                        help="environment steps per run (default 1,000,000)")  # fmt: skip
+    parser.add_argument(
+        "--variant", action="append", choices=E2_CHOICES, metavar="POLICY:OBS_MODE",
+        help=f"run only these (repeatable; one of {', '.join(E2_CHOICES)}); default: "
+        "mlp:state, mlp:memory, gru:memory, transformer:memory",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reports/mikasa/e2"), help="output folder")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -166,8 +175,11 @@ def _ppo_setup(parser: argparse.ArgumentParser):
         out = prepare_output_dir(args.out)
         from iclr26.mikasa.experiments import ppo_experiment
 
+        kw = {}
+        if args.variant:
+            kw["variants"] = tuple(tuple(v.split(":")) for v in dict.fromkeys(args.variant))
         report = ppo_experiment(
-            quick=args.quick, seed=args.seed, progress=not args.no_progress, steps=args.steps
+            quick=args.quick, seed=args.seed, progress=not args.no_progress, steps=args.steps, **kw
         )
         report.finish()
         print(report.to_markdown(), flush=True)

@@ -10,7 +10,11 @@ MLP should sit at chance where a recurrent policy solves the task.
   the answer, so frame-stack(4) should solve it too.
 * ``MiniGrid-MemoryS7-v0``: an object is shown in the start room; at the end of the hallway the
   agent must go to the matching one of two objects. Success = reaching it (reward > 0); a
-  navigator without the cue succeeds about half the time.
+  navigator without the cue succeeds about half the time. The agent starts facing the hallway
+  at a random cell of it, from where the cue (behind it) is in view only at the first cell, so
+  the scripted expert first turns left until the cue is in view, then takes the shortest path
+  to the matching object: an expert that never looked would demonstrate going to the right
+  object without ever having seen the cue, which no policy can imitate.
 
 BC regresses 3-d actions, so a discrete action is taken as a fixed code in [-1, 1]^3 (the
 vertices of a tetrahedron, 0.8 in magnitude) and decoded by the nearest code — classification by
@@ -32,7 +36,7 @@ PEERS = ("popgym-RepeatPreviousEasy-v0", "MiniGrid-MemoryS7-v0")
 #: codes of discrete actions 0..3 (MiniGrid uses 0 = left, 1 = right, 2 = forward)
 ACTION_CODES = 0.8 * np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], np.float32)
 _K = 4  # popgym RepeatPreviousEasy
-_MG_T = 40  # MiniGrid demonstrations are padded to this many steps (the expert needs < 30)
+_MG_T = 20  # MiniGrid demonstrations are padded to this many steps (the expert needs <= 12)
 _MG_MAX_STEPS = 60  # evaluation step limit on MiniGrid-MemoryS7
 
 
@@ -52,9 +56,25 @@ def _card_obs(card: int) -> np.ndarray:
     return np.eye(4, dtype=np.float32)[card]
 
 
+_MG_TYPES = 11  # MiniGrid's OBJECT_TO_IDX: unseen, empty, wall, ..., key = 5, ball = 6, ...
+_MG_DIM = 7 * 7 * _MG_TYPES + 4
+
+
 def _grid_obs(obs: dict) -> np.ndarray:
-    image = obs["image"].astype(np.float32) / np.array([10.0, 5.0, 2.0], np.float32)
-    return np.concatenate([image.ravel(), np.eye(4, dtype=np.float32)[obs["direction"]]])
+    """The 7×7 view as a one-hot object type per cell, and the direction one-hot (543 values).
+
+    (Colour and state are left out: every object of MemoryS7 is green, and it has no doors.) A
+    one-hot type keeps a key and a ball as far apart as any two types; scaled type indices put
+    them 0.1 apart.
+    """
+    hot = np.eye(_MG_TYPES, dtype=np.float32)[obs["image"][..., 0].ravel()]
+    return np.concatenate([hot.ravel(), np.eye(4, dtype=np.float32)[obs["direction"]]])
+
+
+def _cue_in_view(env: Any) -> bool:
+    """Whether the agent sees the start-room object (the cue, at (1, height // 2 - 1))."""
+    u = env.unwrapped
+    return bool(u.agent_sees(1, u.height // 2 - 1))
 
 
 def _minigrid_env():
@@ -96,14 +116,14 @@ def peer_demos(name: str, n_episodes: int, *, seed: int = 0) -> dict[str, np.nda
     """Scripted-expert episodes of a peer task: ``obs`` (E, T, D), ``action`` (E, T, 3) codes.
 
     Episode e uses seed ``seed + e``. RepeatPrevious: T = 51, D = 4 (one-hot suit), the expert
-    names the suit shown 3 steps earlier (action 0 before that, unscored). MiniGrid: D = 151
-    (the 7×7×3 view scaled to [0, 1] and the direction one-hot), the shortest path to the
-    matching object, padded with zeros to T = 40 (after the episode; causal policies never see
-    the padding before it).
+    names the suit shown 3 steps earlier (action 0 before that, unscored). MiniGrid: D = 543
+    (the 7×7 view as one-hot object types and the direction one-hot), the shortest path to the
+    matching object after turning left until the cue is in view, padded with zeros to T = 40
+    (after the episode; causal policies never see the padding before it).
     """
     _check(name, n_episodes)
     seed = check_seed(seed) or 0
-    obs_all, act_all = [], []
+    obs_all, act_all, mask_all = [], [], []
     if name == PEERS[0]:
         from popgym.envs.repeat_previous import RepeatPreviousEasy
 
@@ -123,9 +143,20 @@ def peer_demos(name: str, n_episodes: int, *, seed: int = 0) -> dict[str, np.nda
     env = _minigrid_env()
     for e in range(n_episodes):
         obs, _ = env.reset(seed=seed + e)
-        path = _expert_path(env)
-        o = np.zeros((_MG_T, 151), np.float32)
+        look = 0
+        while not _cue_in_view(env):  # turn left until the cue is in view
+            if look == 3:
+                raise RuntimeError("the MiniGrid expert did not find the cue")  # a bug if raised
+            obs, _, _, _, _ = env.step(0)
+            look += 1
+        path = [0] * look + _expert_path(env)
+        if len(path) > _MG_T:
+            raise RuntimeError("the MiniGrid expert path is longer than expected")  # a bug
+        obs, _ = env.reset(seed=seed + e)  # replay from the start, recording what it sees
+        o = np.zeros((_MG_T, _MG_DIM), np.float32)
         a = np.repeat(ACTION_CODES[2:3], _MG_T, 0)
+        m = np.zeros(_MG_T, bool)
+        m[: len(path)] = True
         for t, act in enumerate(path):
             o[t] = _grid_obs(obs)
             a[t] = ACTION_CODES[act]
@@ -134,8 +165,9 @@ def peer_demos(name: str, n_episodes: int, *, seed: int = 0) -> dict[str, np.nda
             raise RuntimeError("the MiniGrid expert did not reach the goal")  # a bug if raised
         obs_all.append(o)
         act_all.append(a)
+        mask_all.append(m)
     env.close()
-    return {"obs": np.stack(obs_all), "action": np.stack(act_all)}
+    return {"obs": np.stack(obs_all), "action": np.stack(act_all), "mask": np.stack(mask_all)}
 
 
 def evaluate_peer(name: str, policy: Any, n_episodes: int = 100, *, seed: int = 0) -> float:
