@@ -22,6 +22,7 @@ from iclr26.fastcar import (
     mlp_row_cost,
     moving_digits,
     row_padding_from_costs,
+    tune_row_padding,
     temporal_attention_score,
     token_agreement,
 )  # fmt: skip
@@ -85,6 +86,9 @@ CASES = [
      "costs"),
     (lambda m: row_padding_from_costs([{"rows": 1, "cost_vs_full": 1.0}], 1.0), ValueError,
      "tolerance"),
+    (lambda m: tune_row_padding(m, 8), TypeError, "TinyARVideoLM"),
+    (lambda m: tune_row_padding(_native(), 8, tolerance=-0.1), ValueError, "tolerance"),
+    (lambda m: tune_row_padding(_native(), 0), ValueError, "batch"),
     (lambda m: mlp_row_cost(m, 8), TypeError, "TinyARVideoLM"),
     (lambda m: mlp_row_cost(_native(), 0), ValueError, "batch"),
     (lambda m: mlp_row_cost(_native(), 8, [2.5]), TypeError, "rows"),

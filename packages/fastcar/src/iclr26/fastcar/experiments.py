@@ -168,6 +168,8 @@ def tune_row_padding(
 ) -> dict[int, int]:  # fmt: skip
     """Measure the MLP on every row count ``1..batch`` (:func:`mlp_row_cost`) and return the
     ``row_padding`` map (:func:`row_padding_from_costs`) for this machine and model."""
+    if not (isinstance(tolerance, int | float) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
     costs = mlp_row_cost(model, batch, range(1, batch + 1), layer=layer, repeats=repeats,
                          calls=calls)  # fmt: skip
     return row_padding_from_costs(costs, tolerance)
