@@ -22,9 +22,9 @@ from iclr26.fastcar import (
     mlp_row_cost,
     moving_digits,
     row_padding_from_costs,
-    tune_row_padding,
     temporal_attention_score,
     token_agreement,
+    tune_row_padding,
 )  # fmt: skip
 
 LAY = FrameLayout(4, 3)
