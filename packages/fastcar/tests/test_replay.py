@@ -253,3 +253,21 @@ def test_row_padding_from_costs_picks_the_cheapest_larger_shape():
     assert row_padding_from_costs(table) == {3: 4, 5: 6}
     # a tolerance of 20 % keeps 3 rows (0.45 is only 10 % cheaper)
     assert row_padding_from_costs(table, tolerance=0.2) == {5: 6}
+
+
+def test_hf_static_cache_replays_like_the_native_decoder(make_llama):
+    """The hooks read the predecessor key by absolute position, so HF's static KV cache (keys
+    preallocated to the full length) replays exactly as the dynamic one and the native model."""
+    m = make_llama()
+    ids = _prefix(4, seed=5)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0)
+    ref = TinyARVideoLM.from_hf(m).decode(ids, 3 * N, replay=cfg)
+    with torch.inference_mode(), enable_fastcar(m, cfg) as h:
+        out = m.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=3 * N,
+            min_new_tokens=3 * N, do_sample=False, pad_token_id=0, eos_token_id=None,
+            use_cache=True, cache_implementation="static",
+        )  # fmt: skip
+        assert h.stats.rows_replayed == ref.state.stats.rows_replayed
+    assert sum(ref.state.stats.rows_replayed) > 0
+    assert torch.equal(out, ref.tokens)
