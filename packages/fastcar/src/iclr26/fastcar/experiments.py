@@ -262,7 +262,7 @@ def decode_sweep(
 
 
 def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int, seed: int,
-           hf: bool, overhead: bool = True) -> tuple[list[dict], ...]:  # fmt: skip
+           hf: bool, overhead: bool = True, unpadded: bool = True) -> tuple[list[dict], ...]:  # fmt: skip
     """Per-token latency of dense vs FastCar at calibrated rates (random-init bench model), for
     each batch size (batch 1: one video at a time, where a replay skips a whole MLP call).
 
@@ -295,7 +295,7 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
         jobs = [(None, None)] if overhead else []
         for r in rates:
             jobs.append((r, padding))
-            if padding:  # the same rate without padding: what the padding lever gives
+            if padding and unpadded:  # the same rate without padding: what padding gives
                 jobs.append((r, None))
         tau_cache: dict = {}
         for r, pad in jobs:
@@ -442,7 +442,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
     splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
                                              frames=4 if quick else frames,
                                              repeats=3 if quick else 5, seed=seed, hf=True,
-                                             overhead=not quick)  # fmt: skip
+                                             overhead=not quick, unpadded=not quick)  # fmt: skip
     report.add_table("E0: decode time split (native bench model)", splits)
     report.add_table("E0b: MLP time on k gathered rows / all 32 rows (bench model layer 0)", costs)
     if over:
