@@ -217,3 +217,57 @@ def test_decision_rules_share_the_plumbing(make_llama):
             ] == st.rows_total
     st = nat.decode(ids, 4 * N, replay=ReplayConfig(lay, decision="always", thresholds=0.0)).state
     assert st.stats.eligible_replay_rate() == 1.0
+
+
+@pytest.mark.parametrize("padding", [{1: 4, 2: 4, 3: 4, 5: 6}, dict.fromkeys(range(1, 8), 8)])
+def test_row_padding_changes_the_gemm_shape_not_the_outputs(padding, make_llama):
+    """Padded kept rows (copies of a kept row, outputs dropped) give the unpadded decode, the
+    padded rows are counted apart, and the MLP sees rows_computed + rows_padded decode rows."""
+    nat = TinyARVideoLM.from_hf(make_llama())
+    ids = _prefix(8, seed=3)
+    base = ReplayConfig(FrameLayout(N, P), thresholds=0.5, decision="random", seed=2)
+    ref = nat.decode(ids, 4 * N, replay=base, keep_logits=True)
+    counts = []
+    for layer in nat.model.layers:
+        layer.mlp = _Counter(layer.mlp, counts)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.5, decision="random", seed=2,
+                       row_padding=padding)  # fmt: skip
+    r = nat.decode(ids, 4 * N, replay=cfg, keep_logits=True)
+    assert torch.equal(r.tokens, ref.tokens)
+    torch.testing.assert_close(r.logits, ref.logits, rtol=1e-5, atol=1e-5)
+    st, st0 = r.state.stats, ref.state.stats
+    assert st.rows_computed == st0.rows_computed
+    assert st.rows_replayed == st0.rows_replayed
+    assert sum(st.rows_padded) > 0
+    assert sum(st0.rows_padded) == 0
+    prefill = 8 * P * len(nat.model.layers)
+    assert sum(counts) - prefill == sum(st.rows_computed) + sum(st.rows_padded)
+
+
+def test_row_padding_from_costs_picks_the_cheapest_larger_shape():
+    from iclr26.fastcar import row_padding_from_costs
+
+    cost = {1: 0.2, 2: 0.3, 3: 0.5, 4: 0.45, 5: 0.9, 6: 0.6, 7: 0.62, 8: 1.0}
+    table = [{"rows": k, "cost_vs_full": c} for k, c in cost.items()]
+    # 3 -> 4 (0.45 < 0.95 * 0.5), 5 -> 6; 7 and 6 are not beaten by a larger count
+    assert row_padding_from_costs(table) == {3: 4, 5: 6}
+    # a tolerance of 20 % keeps 3 rows (0.45 is only 10 % cheaper)
+    assert row_padding_from_costs(table, tolerance=0.2) == {5: 6}
+
+
+def test_hf_static_cache_replays_like_the_native_decoder(make_llama):
+    """The hooks read the predecessor key by absolute position, so HF's static KV cache (keys
+    preallocated to the full length) replays exactly as the dynamic one and the native model."""
+    m = make_llama()
+    ids = _prefix(4, seed=5)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0)
+    ref = TinyARVideoLM.from_hf(m).decode(ids, 3 * N, replay=cfg)
+    with torch.inference_mode(), enable_fastcar(m, cfg) as h:
+        out = m.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=3 * N,
+            min_new_tokens=3 * N, do_sample=False, pad_token_id=0, eos_token_id=None,
+            use_cache=True, cache_implementation="static",
+        )  # fmt: skip
+        assert h.stats.rows_replayed == ref.state.stats.rows_replayed
+    assert sum(ref.state.stats.rows_replayed) > 0
+    assert torch.equal(out, ref.tokens)

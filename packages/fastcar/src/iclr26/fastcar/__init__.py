@@ -29,7 +29,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "real_clip_frames", "trajectory",
         ],
         "toy": ["ToyModel", "ToyPreset", "build_model", "load_toy", "save_toy", "train_toy"],
-        "experiments": ["BENCH_PRESET", "bench", "decode_sweep", "mlp_row_cost", "reproduce", "time_split"],
+        "experiments": [
+            "BENCH_PRESET", "bench", "decode_sweep", "mlp_row_cost", "reproduce",
+            "row_padding_from_costs", "time_split", "tune_row_padding",
+        ],
     },
 )  # fmt: skip
 __all__ += ["__version__"]

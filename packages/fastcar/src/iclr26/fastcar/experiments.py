@@ -24,7 +24,16 @@ from iclr26.fastcar.toy import (
     toy_prompts,
 )
 
-__all__ = ["BENCH_PRESET", "bench", "decode_sweep", "mlp_row_cost", "reproduce", "time_split"]
+__all__ = [
+    "BENCH_PRESET",
+    "bench",
+    "decode_sweep",
+    "mlp_row_cost",
+    "reproduce",
+    "row_padding_from_costs",
+    "time_split",
+    "tune_row_padding",
+]
 
 log = logging.getLogger(__name__)
 PKG = "iclr26-fastcar"
@@ -92,8 +101,11 @@ def mlp_row_cost(
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if rows is None:
         rows = sorted({1, *range(max(1, batch // 8), batch + 1, max(1, batch // 8))})
-    rows = list(rows)
-    if not rows or any(isinstance(k, bool) or not isinstance(k, int) for k in rows):
+    rows = list(rows) if isinstance(rows, list | tuple | range) else rows
+    if (
+        not isinstance(rows, list) or not rows
+        or any(isinstance(k, bool) or not isinstance(k, int) for k in rows)
+    ):  # fmt: skip
         raise TypeError(f"rows must be a non-empty sequence of integers, got {rows!r}")
     if any(k < 1 or k > batch for k in rows):
         raise ValueError(f"rows must lie in [1, batch={batch}], got {rows}")
@@ -125,10 +137,52 @@ def mlp_row_cost(
     return out
 
 
-def _row_cost_at(table: list[dict], kept: float) -> float:
-    """Interpolated MLP cost (fraction of the full batch) for ``kept`` rows on average."""
+def row_padding_from_costs(costs: list[dict], tolerance: float = 0.05) -> dict[int, int]:
+    """The ``row_padding`` map of :class:`ReplayConfig` from a :func:`mlp_row_cost` table: ``k``
+    kept rows are computed as ``m > k`` rows when ``m`` is the cheapest row count ``>= k`` in the
+    table and costs less than ``(1 - tolerance)`` times ``k`` rows (ties: the smaller ``m``)."""
+    if not isinstance(costs, list) or not costs:
+        raise ValueError("costs must be a non-empty list of mlp_row_cost rows")
+    if not (isinstance(tolerance, int | float) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    cost = {}
+    for r in costs:
+        if not isinstance(r, dict) or "rows" not in r or "cost_vs_full" not in r:
+            raise ValueError("costs must hold mlp_row_cost rows (keys 'rows', 'cost_vs_full')")
+        c = float(r["cost_vs_full"])
+        if not math.isfinite(c) or c < 0:
+            raise ValueError(f"costs: cost_vs_full must be finite and >= 0, got {c!r}")
+        cost[int(r["rows"])] = c
+    ks = sorted(cost)
+    pad = {}
+    for i, k in enumerate(ks):
+        m = min(ks[i:], key=lambda j: (cost[j], j))
+        if m > k and cost[m] < (1.0 - tolerance) * cost[k]:
+            pad[k] = m
+    return pad
+
+
+def tune_row_padding(
+    model: TinyARVideoLM, batch: int, *, layer: int = 0, repeats: int = 3, calls: int = 10,
+    tolerance: float = 0.05,
+) -> dict[int, int]:  # fmt: skip
+    """Measure the MLP on every row count ``1..batch`` (:func:`mlp_row_cost`) and return the
+    ``row_padding`` map (:func:`row_padding_from_costs`) for this machine and model."""
+    if not (isinstance(tolerance, int | float) and 0.0 <= tolerance < 1.0):
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    costs = mlp_row_cost(model, batch, range(1, batch + 1), layer=layer, repeats=repeats,
+                         calls=calls)  # fmt: skip
+    return row_padding_from_costs(costs, tolerance)
+
+
+def _row_cost_at(table: list[dict], kept: float, padding: dict[int, int] | None = None) -> float:
+    """Interpolated MLP cost (fraction of the full batch) for ``kept`` rows on average (with
+    ``padding``, ``k`` rows cost what the padded count costs)."""
+    by_rows = {r["rows"]: min(1.0, r["cost_vs_full"]) for r in table}
+    padding = padding or {}
     ks = np.asarray([0.0] + [r["rows"] for r in table], dtype=float)
-    cs = np.asarray([0.0] + [min(1.0, r["cost_vs_full"]) for r in table], dtype=float)
+    cs = np.asarray([0.0] + [by_rows.get(padding.get(r["rows"], r["rows"]), by_rows[r["rows"]])
+                             for r in table], dtype=float)  # fmt: skip
     order = np.argsort(ks)
     return float(np.interp(kept, ks[order], cs[order]))
 
@@ -208,12 +262,13 @@ def decode_sweep(
 
 
 def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int, seed: int,
-           hf: bool, overhead: bool = True) -> tuple[list[dict], list[dict], list[dict], list[dict]]:  # fmt: skip
+           hf: bool, overhead: bool = True, unpadded: bool = True) -> tuple[list[dict], ...]:  # fmt: skip
     """Per-token latency of dense vs FastCar at calibrated rates (random-init bench model), for
     each batch size (batch 1: one video at a time, where a replay skips a whole MLP call).
 
-    Returns the time splits (E0), the speed rows, the MLP row-cost table (batch > 1) and the
-    overhead rows (TAS and bookkeeping computed, nothing replayed)."""
+    Returns the time splits (E0), the speed rows, the MLP row-cost table (batch > 1), the
+    overhead rows (TAS and bookkeeping computed, nothing replayed) and the row-padding maps
+    (batch > 1: each rate is timed with the measured padding map and without padding)."""
     from iclr26.fastcar.hf import enable_fastcar, generate_video
 
     model, vocab = build_model(preset, seed=seed)
@@ -223,18 +278,31 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
     layout = FrameLayout(n, vocab.prefix_len)
     g = torch.Generator().manual_seed(seed)
     calib = torch.randint(0, vocab.vocab_size, (8, vocab.prefix_len), generator=g)
-    splits, rows, costs, over = [], [], [], []
+    splits, rows, costs, over, pads = [], [], [], [], []
     for batch in batches:
         prefix = torch.randint(0, vocab.vocab_size, (batch, vocab.prefix_len), generator=g)
         split = time_split(native, prefix, num_tokens, repeats=repeats)
         splits.append(split)
         f = split["f_mlp"]
-        cost = mlp_row_cost(native, batch, repeats=repeats) if batch > 1 else []
+        # every kept-row count: the row-cost bound and the GEMM-shape padding map
+        cost = (mlp_row_cost(native, batch, range(1, batch + 1), repeats=repeats, calls=10)
+                if batch > 1 else [])  # fmt: skip
         costs.extend(cost)
+        padding = row_padding_from_costs(cost) if cost else None
+        if padding is not None:
+            pads.append({"batch": batch, "row_padding": str(padding)})
         # "overhead": TAS and the replay bookkeeping run, nothing is replayed (tau = 1e30)
-        for r in ((None,) if overhead else ()) + tuple(rates):
-            cfg = ReplayConfig(layout, seed=seed)
-            cfg.thresholds = 1e30 if r is None else calibrate(native, calib, num_tokens, cfg, r)
+        jobs = [(None, None)] if overhead else []
+        for r in rates:
+            jobs.append((r, padding))
+            if padding and unpadded:  # the same rate without padding: what padding gives
+                jobs.append((r, None))
+        tau_cache: dict = {}
+        for r, pad in jobs:
+            cfg = ReplayConfig(layout, seed=seed, row_padding=pad)
+            if r is not None and r not in tau_cache:
+                tau_cache[r] = calibrate(native, calib, num_tokens, cfg, r)
+            cfg.thresholds = 1e30 if r is None else tau_cache[r]
             for backend in ("native", "hf") if hf else ("native",):
                 state = {}
                 if backend == "native":
@@ -267,15 +335,23 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
                 bound = amdahl_bound(f, rr)
                 # what the measured MLP cost of the kept rows allows (batch 1: a replay skips
                 # the whole call, so this is Amdahl's bound)
-                saved = rr if batch == 1 else 1.0 - _row_cost_at(cost, batch * (1.0 - rr))
+                saved = rr if batch == 1 else 1.0 - _row_cost_at(cost, batch * (1.0 - rr), pad)
                 row_bound = amdahl_bound(f, min(1.0, max(0.0, saved)))
                 rows.append({
-                    "backend": backend, "batch": batch, "target": r, "replay_rate_all": rr,
+                    "backend": backend, "batch": batch, "target": r, "padded": bool(pad),
+                    "replay_rate_all": rr,
                     "latency_ratio": t["ratio"], "latency_ratio_iqr": t["ratio_iqr"],
                     "speedup": speed, "amdahl": bound, "row_cost_bound": row_bound,
                     "of_bound": speed / bound, "dense_ms_tok": 1e3 * t["a"] / num_tokens,
                 })  # fmt: skip
-    return splits, rows, costs, over
+    return splits, rows, costs, over, pads
+
+
+def _main_rows(speed_rows: list[dict]) -> list[dict]:
+    """The speed rows of the configured method: padded where a batch has a padding map (the
+    unpadded rows at the same rates show what the padding gives)."""
+    padded = {r["batch"] for r in speed_rows if r["padded"]}
+    return [r for r in speed_rows if r["padded"] or r["batch"] not in padded]
 
 
 def _figures(report, sweep_rows, speed_rows, extra, toy, frames):
@@ -296,7 +372,7 @@ def _figures(report, sweep_rows, speed_rows, extra, toy, frames):
     ax[0].legend()
     for backend in ("native", "hf"):
         for batch in sorted({r.get("batch", 32) for r in speed_rows}):
-            pts = [(r["replay_rate_all"], r["speedup"], r["amdahl"]) for r in speed_rows
+            pts = [(r["replay_rate_all"], r["speedup"], r["amdahl"]) for r in _main_rows(speed_rows)
                    if r["backend"] == backend and r.get("batch", 32) == batch]  # fmt: skip
             if pts:
                 x, sp, b = zip(*pts, strict=False)
@@ -348,20 +424,25 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
     rho = spearman_per_layer(st.records)
     rho_alt = spearman_per_layer(st.records, "alt_score", "alt_change")
     med_change = [float(torch.cat(r["change"]).median()) for r in st.records]
+    # the official score (query before RoPE) on the same decode
+    st_ref = record(toy.model, p.prefix, frames * n,
+                    ReplayConfig(layout, seed=seed, score="reference"),
+                    allowed_vocab=toy.preset.codebook_size, noise_seed=seed + 5)  # fmt: skip
+    rho_ref = spearman_per_layer(st_ref.records)
     report.add_table("E1: Spearman(TAS, relative MLP-output change) per layer", [
-        {"layer": i, "rho_predecessor": a, "rho_random_earlier_token": b,
-         "median_change_predecessor": c,
+        {"layer": i, "rho_predecessor": a, "rho_reference_score": r,
+         "rho_random_earlier_token": b, "median_change_predecessor": c,
          "median_change_random": float(torch.cat(st.records[i]["alt_change"]).median())}
-        for i, (a, b, c) in enumerate(zip(rho, rho_alt, med_change, strict=False))
+        for i, (a, b, c, r) in enumerate(zip(rho, rho_alt, med_change, rho_ref, strict=False))
     ])  # fmt: skip
     report.check("E1: TAS is negatively correlated with the MLP-output change in every layer",
                  all(r < 0 for r in rho), f"rho = {[round(r, 3) for r in rho]}")  # fmt: skip
     # E0 + speed (bench-size model, random init: timing does not depend on the weights)
     rates = (0.7,) if quick else (0.2, 0.4, 0.6, 0.8)
-    splits, speed_rows, costs, over = _speed(BENCH_PRESET, rates, batches=(1, 32),
+    splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
                                              frames=4 if quick else frames,
                                              repeats=3 if quick else 5, seed=seed, hf=True,
-                                             overhead=not quick)  # fmt: skip
+                                             overhead=not quick, unpadded=not quick)  # fmt: skip
     report.add_table("E0: decode time split (native bench model)", splits)
     report.add_table("E0b: MLP time on k gathered rows / all 32 rows (bench model layer 0)", costs)
     if over:
@@ -370,9 +451,15 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
     report.check("E0: the MLP is the largest share of decode time (f_mlp > 0.5), batch 1 and 32",
                  all(sp["f_mlp"] > 0.5 for sp in splits),
                  ", ".join(f"batch {sp['batch']}: f_mlp = {sp['f_mlp']:.3f}" for sp in splits))  # fmt: skip
+    if pads:
+        report.add_table("E0d: row padding measured from E0b (kept rows -> rows computed)", pads)
     report.add_table("E2a: speed-up at calibrated replay rates (bench model)", speed_rows)
     for batch in (1, 32):
-        best = [r for r in speed_rows if r["replay_rate_all"] >= 0.45 and r["batch"] == batch]
+        best = [
+            r
+            for r in _main_rows(speed_rows)
+            if r["replay_rate_all"] >= 0.45 and r["batch"] == batch
+        ]
         report.check(
             f"E2: replay speeds up decoding (native and HF) at replay rate >= 0.45, batch {batch}",
             bool(best) and all(r["speedup"] > 1.0 for r in best),
@@ -405,7 +492,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
             "E4: sink + window sparse attention alone and with FastCar (16 frames)", srows
         )
     for batch, sp in zip((1, 32), splits, strict=True):
-        hi = [r for r in speed_rows if r["backend"] == "native" and r["batch"] == batch]
+        hi = [r for r in _main_rows(speed_rows) if r["backend"] == "native" and r["batch"] == batch]
         report.metric(f"native_speedup_max_batch{batch}", max(r["speedup"] for r in hi))
         report.metric(f"f_mlp_batch{batch}", sp["f_mlp"])
     report.note("Speed is measured on a randomly initialised LLaMA with LLaMA-2-7B proportions "
@@ -428,20 +515,22 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     report = Report(PKG, "bench", "At replay rate >= 0.5 (batch 32) FastCar's per-token latency is "
                     "at most 0.85x dense and reaches >= 80% of the Amdahl bound, on HF and native.",
                     seed=seed, backends=["torch", "transformers"], config={"quick": quick})  # fmt: skip
-    splits, speed_rows, costs, over = _speed(BENCH_PRESET, rates, batches=(1, 32),
+    splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
                                              frames=4 if quick else 8, repeats=3 if quick else 7,
                                              seed=seed, hf=True)  # fmt: skip
     report.add_table("time split (native)", splits)
     report.add_table("MLP time on k gathered rows / all 32 rows (bench model layer 0)", costs)
     report.add_table("replay-path overhead: TAS computed, nothing replayed (latency vs dense)",
                      over)  # fmt: skip
+    if pads:
+        report.add_table("row padding measured from the MLP row costs (kept -> computed)", pads)
     report.add_table(
         "speed: backend x batch x rate (bench model, median of paired repeats)", speed_rows
     )
     report.note("Bench model: random-init LLaMA with LLaMA-2-7B proportions (hidden 512, MLP 1376, "
                 "head dim 128, 4 layers; the MLP holds 66.8 % of the weight MACs). row_cost_bound: "
                 "Amdahl with the measured MLP cost of the kept rows instead of the row count.")  # fmt: skip
-    for r in speed_rows:
+    for r in _main_rows(speed_rows):
         if r["replay_rate_all"] >= 0.5 and r["batch"] == 32:
             report.check(
                 f"{r['backend']} batch 32 r={r['replay_rate_all']:.2f}: latency <= 0.85x dense",

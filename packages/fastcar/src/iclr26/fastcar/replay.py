@@ -20,7 +20,7 @@ are not replayed enter the MLP (gather → MLP → scatter), and the cache is a 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -57,6 +57,11 @@ class ReplayConfig:
         decision: ``"tas"`` (FastCar) or a baseline rule: ``"random"``, ``"input_diff"``,
             ``"oracle"``, ``"always"``.
         seed: seed of the ``"random"`` rule's draws (reset by ``reset()``).
+        row_padding: ``{k: m}``, compute the MLP on ``m >= k`` rows when ``k`` rows of a batch
+            are kept (the extra rows repeat a kept row and are discarded). A CPU GEMM can cost
+            more on 15 rows than on 16 (its kernel depends on the row count); the map picks the
+            cheaper shape (:func:`iclr26.fastcar.tune_row_padding` measures it). The kept rows'
+            outputs are the MLP's on them (up to the GEMM's rounding); ``None``: no padding.
     """
 
     layout: FrameLayout
@@ -69,6 +74,7 @@ class ReplayConfig:
     max_chain: int | None = None
     decision: str = "tas"
     seed: int = 0
+    row_padding: Mapping[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.layout, FrameLayout):
@@ -98,6 +104,17 @@ class ReplayConfig:
             if isinstance(i, bool) or not isinstance(i, int) or i < 0:
                 raise ValueError(f"protect_layers must hold layer indices >= 0, got {i!r}")
         _ = self._check_threshold_values()
+        if self.row_padding is not None:
+            if not isinstance(self.row_padding, Mapping):
+                raise TypeError(
+                    f"row_padding must be a mapping {{kept rows: rows computed}} or None, got "
+                    f"{type(self.row_padding).__name__}"
+                )
+            for k, m in self.row_padding.items():
+                if any(isinstance(v, bool) or not isinstance(v, int) for v in (k, m)):
+                    raise TypeError(f"row_padding must map integers to integers, got {k!r}: {m!r}")
+                if k < 1 or m < k:
+                    raise ValueError(f"row_padding needs 1 <= kept <= computed, got {k}: {m}")
 
     def _check_threshold_values(self) -> list[float]:
         t = self.thresholds
@@ -139,12 +156,15 @@ class ReplayStats:
     ``rows_total`` counts every decode row of every layer (frame 0 and disabled layers included,
     as the official "Skipped MLP ratio"); ``rows_eligible`` only rows of frames >=
     ``protect_frames`` in enabled layers (the denominator calibration targets).
+    ``rows_padded`` counts the extra rows computed because of ``row_padding`` (not in
+    ``rows_computed``).
     """
 
     rows_total: list[int] = field(default_factory=list)
     rows_eligible: list[int] = field(default_factory=list)
     rows_replayed: list[int] = field(default_factory=list)
     rows_computed: list[int] = field(default_factory=list)
+    rows_padded: list[int] = field(default_factory=list)
 
     def replay_rate(self) -> float:
         """Replayed rows / all decode rows (the official denominator; used by the Amdahl bound)."""
@@ -202,7 +222,7 @@ class ReplayState:
     def reset_stats(self) -> None:
         """Zero the counters and drop recorded scores."""
         n = self.num_layers
-        self.stats = ReplayStats([0] * n, [0] * n, [0] * n, [0] * n)
+        self.stats = ReplayStats([0] * n, [0] * n, [0] * n, [0] * n, [0] * n)
         self.records: list[dict[str, list[torch.Tensor]]] = [
             {"score": [], "change": [], "alt_score": [], "alt_change": []} for _ in range(n)
         ]
@@ -350,10 +370,19 @@ class ReplayState:
                 buf.copy_(torch.where(replay[:, None], buf, y_full[:, 0].to(buf.dtype)))
             elif n_rep < b:
                 keep = (~replay).nonzero().squeeze(1)
-                st.rows_computed[layer] += b - n_rep
+                k = b - n_rep
+                st.rows_computed[layer] += k
                 # gather -> MLP on the kept rows only -> scatter into the ring buffer, whose
                 # replayed rows already hold the predecessor's output
-                buf.index_copy_(0, keep, inner(x.index_select(0, keep))[:, 0].to(buf.dtype))
+                pad = self.cfg.row_padding
+                m = min(b, pad.get(k, k)) if pad else k
+                if m > k:  # a cheaper GEMM shape: repeat the first kept row, drop its outputs
+                    st.rows_padded[layer] += m - k
+                    idx = torch.cat((keep, keep[:1].expand(m - k)))
+                    out = inner(x.index_select(0, idx))[:k, 0]
+                else:
+                    out = inner(x.index_select(0, keep))[:, 0]
+                buf.index_copy_(0, keep, out.to(buf.dtype))
             y = buf.unsqueeze(1).to(x.dtype, copy=True)
         if self.in_buf[layer] is not None:
             self.in_buf[layer][:, slot] = x[:, 0]
