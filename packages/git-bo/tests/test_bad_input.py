@@ -30,8 +30,8 @@ from iclr26.git_bo import (
     train_pfn,
     ucb,
 )
-from iclr26.git_bo.baselines import SAASBO, TPE, TuRBO1, saasbo, tpe, turbo
-from iclr26.git_bo.experiments import compare, real_problem
+from iclr26.git_bo.baselines import SAASBO, TPE, TuRBO1, center_point, saasbo, tpe, turbo
+from iclr26.git_bo.experiments import compare, compare_problem, real_problem, surrogate_quality
 
 T = torch.tensor
 f64 = torch.float64
@@ -250,6 +250,41 @@ CASES = [
     ("compare method", lambda: compare(["lasso-medium"], ["cma"]), ValueError, "methods"),
     ("compare budget", lambda: compare(["hopper"], ["random"], budget=5), ValueError, "budget"),
     ("real problem", lambda: real_problem("mopta"), ValueError, "name"),
+    ("compare problem name", lambda: compare_problem("levy"), ValueError, "name"),
+    ("center point dim", lambda: center_point(lambda x: 0.0, 0), ValueError, "dim"),
+    ("center point budget float", lambda: center_point(lambda x: 0.0, 3, 2.0), TypeError, "budget"),
+    ("quality problem", lambda: surrogate_quality(3), TypeError, "problem"),
+    ("quality bounds", lambda: surrogate_quality(lambda x: 0.0), ValueError, "bounds"),
+    (
+        "quality context < init",
+        lambda: surrogate_quality(Embedded("ackley", 3, 2), n_context=5, n_init=10),
+        ValueError,
+        "n_context",
+    ),
+    (
+        "quality surrogates",
+        lambda: surrogate_quality(Embedded("ackley", 3, 2), surrogates="gp"),
+        ValueError,
+        "surrogates",
+    ),
+    (
+        "quality surrogate name",
+        lambda: surrogate_quality(Embedded("ackley", 3, 2), surrogates=("svm",)),
+        ValueError,
+        "surrogate",
+    ),
+    (
+        "quality scale",
+        lambda: surrogate_quality(Embedded("ackley", 3, 2), scale=0.0),
+        ValueError,
+        "scale",
+    ),
+    (
+        "quality n_test float",
+        lambda: surrogate_quality(Embedded("ackley", 3, 2), n_test=10.0),
+        TypeError,
+        "n_test",
+    ),
     ("turbo dim 0", lambda: TuRBO1(0), ValueError, "dim"),
     ("turbo n_init float", lambda: TuRBO1(3, n_init=4.0), TypeError, "n_init"),
     ("turbo length", lambda: TuRBO1(3, length_init=2.0), ValueError, "length_init"),

@@ -2,16 +2,21 @@
 
 import numpy as np
 import pytest
+import torch
 
 from iclr26.git_bo import Embedded
-from iclr26.git_bo.cli import METHOD_NAMES, REAL_PROBLEM_NAMES
+from iclr26.git_bo.baselines import center_point
+from iclr26.git_bo.cli import COMPARE_PROBLEM_NAMES, METHOD_NAMES, REAL_PROBLEM_NAMES
 from iclr26.git_bo.experiments import (
+    COMPARE_PROBLEMS,
     METHODS,
     REAL_PROBLEMS,
     compare,
+    compare_problem,
     iteration_times,
     real_problem,
     run_method,
+    surrogate_quality,
 )
 
 
@@ -55,6 +60,7 @@ def test_iteration_times_of_the_ask_tell_peers():
 
 def test_cli_names_match_the_experiments():
     assert tuple(REAL_PROBLEMS) == REAL_PROBLEM_NAMES
+    assert tuple(COMPARE_PROBLEMS) == COMPARE_PROBLEM_NAMES
     assert tuple(METHODS) == METHOD_NAMES
 
 
@@ -77,3 +83,71 @@ def test_compare_report():
     (table,) = [t for t in rep.tables if "Real problems" in t.title]
     assert [r["method"] for r in table.rows] == [METHODS[m][0] for m in ("random", "gi-rff-best")]
     assert len(rep.checks) == 1  # GI-RFF vs random search
+
+
+def test_center_point_is_one_evaluation_of_the_centre():
+    calls = []
+    r = center_point(lambda x: calls.append(x) or float(np.sum(x)), 4, budget=30)
+    assert len(calls) == 1
+    assert np.all(calls[0] == 0.5)
+    assert r.X.shape == (1, 4)
+    assert r.y.tolist() == [2.0]
+    p = Embedded("ackley", dim=12, d_eff=3, seed=0)
+    rr = run_method("center", p, budget=10, n_init=4, seed=0)
+    assert rr["regret"].tolist() == [pytest.approx(p(np.full(12, 0.5)) - p.optimal_value)]
+
+
+def test_compare_on_the_reproduce_ackley_with_the_centre_controls():
+    p = compare_problem("ackley")
+    assert p.name == "ackley-D100-d5"
+    assert p.dim == 100
+    rep = compare(["ackley"], ["random", "center", "gi-rff-best", "gi-rff-mean"], budget=22,
+                  n_init=20, seeds=1)  # fmt: skip
+    (table,) = rep.tables
+    assert table.title.startswith("Embedded Ackley")
+    rows = {r["method"]: r["median best"] for r in table.rows}
+    # the same seeded runs as run_method (and as reproduce's rows at the same budget)
+    rnd = run_method("random", Embedded("ackley", dim=100, d_eff=5, seed=17), 22, 20, 0)
+    assert rows[METHODS["random"][0]] == pytest.approx(rnd["regret"][-1])
+    assert rows[METHODS["center"][0]] == pytest.approx(p(np.full(100, 0.5)) - p.optimal_value)
+    # GI (incumbent) vs random and vs the centre; the official origin vs the incumbent
+    assert len(rep.checks) == 3
+    assert any("official origin" in c.name for c in rep.checks)
+
+
+class _Bowl:
+    """``‖x − 0.3‖²`` on ``[0, 1]^4``: a surrogate that learns anything ranks it well."""
+
+    dim = 4
+    bounds = np.stack([np.zeros(4), np.ones(4)])
+
+    def __call__(self, x):
+        return float(np.sum((np.asarray(x) - 0.3) ** 2))
+
+
+class _Noise:
+    """A surrogate whose mean ignores the data: its ranking must be no better than chance."""
+
+    name = "noise"
+
+    def condition(self, X, y):
+        self.g = torch.Generator().manual_seed(0)
+
+    def posterior(self, X):
+        return torch.randn(X.shape[0], generator=self.g, dtype=X.dtype), torch.ones_like(X[:, 0])
+
+
+def test_surrogate_quality_separates_a_good_surrogate_from_noise():
+    rows = surrogate_quality(_Bowl(), ("gp", _Noise()), n_context=24, n_init=12, n_test=300,
+                             seeds=2, rank=2)  # fmt: skip
+    by = {(r["surrogate"], r["held-out set"]): r for r in rows}
+    assert set(by) == {(s, h) for s in ("gp", "noise") for h in ("subspace", "uniform")}
+    gp, noise = by[("gp", "uniform")], by[("noise", "uniform")]
+    assert gp["spearman"] > 0.9
+    assert abs(noise["spearman"]) < 0.2
+    assert gp["nll"] < gp["prior nll"]  # conditioning on the context helps
+    assert gp["pick percentile"] < 0.1 < noise["pick percentile"]
+    assert by[("gp", "subspace")]["spearman"] > 0.5
+    assert all(0.0 <= r["coverage 90"] <= 1.0 for r in rows)
+    # the prior's NLL does not depend on the surrogate
+    assert gp["prior nll"] == pytest.approx(noise["prior nll"])

@@ -3,6 +3,8 @@
 - :func:`random_search`: scrambled Sobol points over the box.
 - :func:`center_box`: uniform points in ``[0.3, 0.7]^D`` (the control that exposes a benchmark
   whose optimum sits near the centre).
+- :func:`center_point`: the box centre alone, one evaluation (the bar a method whose samples stay
+  near the centre, such as the official mean-of-X origin, has to clear).
 - :func:`vanilla_bo`: BoTorch ``SingleTaskGP`` (dimension-scaled priors, Hvarfner et al. 2024)
   + ``LogExpectedImprovement`` maximised by ``optimize_acqf`` (the paper's "Vanilla BO").
 - :class:`TuRBO1` / :func:`turbo`: TuRBO-1 (Eriksson et al. 2019) as the BoTorch tutorial
@@ -40,6 +42,7 @@ __all__ = [
     "BaselineResult",
     "TuRBO1",
     "center_box",
+    "center_point",
     "random_search",
     "saasbo",
     "tpe",
@@ -86,6 +89,15 @@ def center_box(f: Callable[[np.ndarray], float], dim: int, budget: int, seed: in
     _check(dim, budget, seed)
     X = low + (high - low) * np.random.default_rng(seed).random((budget, dim))
     return BaselineResult(X, np.array([f(x) for x in X]), [0.0] * budget)
+
+
+def center_point(f: Callable[[np.ndarray], float], dim: int, budget: int = 1,
+                 seed: int = 0) -> BaselineResult:  # fmt: skip
+    """The centre ``(0.5, …, 0.5)`` of the unit cube, evaluated once whatever ``budget`` is (the
+    control "evaluate the centre"; ``budget`` and ``seed`` are checked for a uniform signature)."""
+    _check(dim, budget, seed)
+    X = np.full((1, dim), 0.5)
+    return BaselineResult(X, np.array([f(X[0])]), [0.0])
 
 
 def vanilla_bo_step(

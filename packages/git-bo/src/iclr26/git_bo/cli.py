@@ -229,12 +229,14 @@ def _train_setup(parser: argparse.ArgumentParser):
     return run
 
 
-# names of experiments.REAL_PROBLEMS and experiments.METHODS (kept here: --help imports no torch;
-# a test checks they agree)
+# names of experiments.REAL_PROBLEMS, COMPARE_PROBLEMS and METHODS (kept here: --help imports no
+# torch; a test checks they agree)
 REAL_PROBLEM_NAMES = ("lasso-medium", "lasso-high", "svm-digits", "hopper")
-METHOD_NAMES = ("random", "center-box", "vanilla-bo", "turbo", "saasbo", "tpe", "gi-pfn-best",
+COMPARE_PROBLEM_NAMES = (*REAL_PROBLEM_NAMES, "ackley")
+METHOD_NAMES = ("random", "center", "center-box", "vanilla-bo", "turbo", "saasbo", "tpe", "gi-pfn-best",
                 "gi-pfn-mean", "gi-pfn-randU", "pfn-full", "gi-rff-best", "gi-rff-mean",
-                "gi-rff-randU", "gi-gp-best")  # fmt: skip
+                "gi-rff-randU", "gi-rff-best-s0.1", "gi-rff-best-s0.4", "gi-rff-mean-s0.4",
+                "gi-gp-best")  # fmt: skip
 
 
 def _names_arg(allowed: tuple[str, ...], what: str):
@@ -251,15 +253,17 @@ def _names_arg(allowed: tuple[str, ...], what: str):
 
 
 def _compare_setup(parser: argparse.ArgumentParser):
-    parser.add_argument("--problems", type=_names_arg(REAL_PROBLEM_NAMES, "--problems"),
+    parser.add_argument("--problems", type=_names_arg(COMPARE_PROBLEM_NAMES, "--problems"),
                         default=list(REAL_PROBLEM_NAMES),
-                        help=f"comma-separated, of {', '.join(REAL_PROBLEM_NAMES)} (default: all)")  # fmt: skip
+                        help=f"comma-separated, of {', '.join(COMPARE_PROBLEM_NAMES)} (default: "
+                        "the real ones; ackley is the embedded Ackley of reproduce, D = 100, "
+                        "reported as regret)")  # fmt: skip
     parser.add_argument("--methods", type=_names_arg(METHOD_NAMES, "--methods"),
-                        default=["random", "tpe", "turbo", "gi-rff-best", "gi-rff-mean",
-                                 "gi-pfn-best"],
+                        default=["random", "center", "center-box", "tpe", "turbo", "gi-rff-best",
+                                 "gi-rff-mean", "gi-pfn-best"],
                         help=f"comma-separated, of {', '.join(METHOD_NAMES)} (default: the "
-                        "default reproduce's: random, tpe, turbo, gi-rff-best, gi-rff-mean, "
-                        "gi-pfn-best)")  # fmt: skip
+                        "default reproduce's: random, center (the box centre, one evaluation), "
+                        "center-box, tpe, turbo, gi-rff-best, gi-rff-mean, gi-pfn-best)")  # fmt: skip
     parser.add_argument("--budget", type=int_arg(low=3), default=50,
                         help="evaluations per run, initial design included")  # fmt: skip
     parser.add_argument("--n-init", type=int_arg(low=2), default=20, help="initial Sobol design")
@@ -295,7 +299,7 @@ main = make_cli(
         "optimize": ("minimise (or maximise) an objective with GIT-BO", _optimize_setup),
         "train-pfn": ("train the in-context PFN surrogate on GP prior samples", _train_setup),
         "compare": (
-            "methods side by side on the real problems (Lasso, SVM, MuJoCo)",
+            "methods side by side on the real problems (Lasso, SVM, MuJoCo) or embedded Ackley",
             _compare_setup,
         ),
     },
