@@ -622,13 +622,15 @@ def bench(*, quick: bool, seed: int, progress: bool) -> Report:
     if quick:
         methods_t = ["gi-pfn-best", "gi-rff-best", "turbo", "vanilla-bo"]
     raw: dict[tuple[int, str], list[float]] = {}
-    rows = iteration_times((500,), 200, 2000, methods_t, repeats, seed, vk, raw=raw)
-    report.add_table(f"One iteration at D = 500, n = 200 ({repeats} interleaved rounds; vanilla "
-                     f"BO = GP fit + optimize_acqf {vk or 'num_restarts=4, raw_samples=256'})",
-                     rows)  # fmt: skip
+    dims = (100, 500) if quick else (100, 200, 500)  # the target is at D = 500; the rest: vs D
+    rows = iteration_times(dims, 200, 2000, methods_t, repeats, seed, vk, raw=raw)
+    report.add_table(f"One iteration at D = {', '.join(map(str, dims))}, n = 200 ({repeats} "
+                     "interleaved rounds per D; vanilla BO = GP fit + optimize_acqf "
+                     f"{vk or 'num_restarts=4, raw_samples=256'})", rows)  # fmt: skip
+    report.add_figure("time_per_iteration", _time_figure(rows, "time per iteration vs D, n = 200"))
     van_s = np.asarray(raw[(500, "vanilla-bo")])
     ratio_rows = []
-    for r in rows:
+    for r in (r for r in rows if r["D"] == 500):
         q = van_s / np.asarray(raw[(500, r["method"])])  # paired: the same round
         ratio_rows.append({"method": METHODS[r["method"]][0],
                            "vanilla BO time / method time (median)": float(np.median(q)),
