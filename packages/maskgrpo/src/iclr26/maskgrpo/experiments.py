@@ -333,6 +333,24 @@ DEFAULT_PLAN = {
 }
 
 
+def _image_e2(
+    report: Report, task: str, table_name: str, check_name: str, seed: int, n: int
+) -> None:
+    """E2 on an image task: the diversity table of emerge vs MaskGIT groups and its check."""
+    rows = e2_sampler_diversity(task, seed=seed, n_prompts=n)
+    report.add_table(
+        f"E2 rollout groups of one fixed policy ({table_name}, {n} prompts × G=8)", rows
+    )
+    em, mg = rows[0], rows[1]
+    report.check(
+        f"{check_name}: emerge gives more diverse image groups than MaskGIT (pairwise Hamming)",
+        em["pairwise Hamming diversity"] > mg["pairwise Hamming diversity"],
+        f"Hamming {em['pairwise Hamming diversity']:.3f} vs {mg['pairwise Hamming diversity']:.3f}; "
+        f"within-group reward std {em['within-group reward std']:.3f} vs "
+        f"{mg['within-group reward std']:.3f}",
+    )
+
+
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
     """E1 + E2 + E3 (quick: Sort-8, 1 seed, 20 steps; default: 3 seeds on Sort-8 (60 steps, with
     the unfixed-seed ablation), Sudoku-4×4 (30 steps), Add-3 (40 steps) and Digits-T2I 4×4 (20
@@ -488,18 +506,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
 
     # E2 on the visual task (the paper's setting): groups of 8 images per class prompt
     n_img = 20 if quick else 40
-    e2d = e2_sampler_diversity(IMAGE_TASK, seed=seed, n_prompts=n_img)
-    report.add_table(
-        f"E2 rollout groups of one fixed policy (Digits-T2I 4×4, {n_img} prompts × G=8)", e2d
-    )
-    em, mg = e2d[0], e2d[1]
-    report.check(
-        "Digits-T2I: emerge gives more diverse image groups than MaskGIT (pairwise Hamming)",
-        em["pairwise Hamming diversity"] > mg["pairwise Hamming diversity"],
-        f"Hamming {em['pairwise Hamming diversity']:.3f} vs {mg['pairwise Hamming diversity']:.3f}; "
-        f"within-group reward std {em['within-group reward std']:.3f} vs "
-        f"{mg['within-group reward std']:.3f}",
-    )
+    _image_e2(report, IMAGE_TASK, "Digits-T2I 4×4", "Digits-T2I", seed, n_img)
     grid_policies = {"shipped denoiser (before RL)": load_pretrained(IMAGE_TASK)}
     if (IMAGE_TASK, "MaskGRPO", seeds[0]) in runs:
         n_steps = plan[IMAGE_TASK][0]
@@ -514,18 +521,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     if not quick:
         # the 8×8 preset (64 image tokens): E2 and sample grids of its shipped denoiser; its E1
         # (12 runs at about 4× the 4×4 cost) does not fit the default run's budget
-        e2e = e2_sampler_diversity(FULL_IMAGE_TASK, seed=seed, n_prompts=n_img)
-        report.add_table(
-            f"E2 rollout groups of one fixed policy (Digits-T2I 8×8, {n_img} prompts × G=8)", e2e
-        )
-        em, mg = e2e[0], e2e[1]
-        report.check(
-            "Digits-T2I 8×8: emerge gives more diverse image groups than MaskGIT (pairwise Hamming)",
-            em["pairwise Hamming diversity"] > mg["pairwise Hamming diversity"],
-            f"Hamming {em['pairwise Hamming diversity']:.3f} vs "
-            f"{mg['pairwise Hamming diversity']:.3f}; within-group reward std "
-            f"{em['within-group reward std']:.3f} vs {mg['within-group reward std']:.3f}",
-        )
+        _image_e2(report, FULL_IMAGE_TASK, "Digits-T2I 8×8", "Digits-T2I 8×8", seed, n_img)
         for w in (0.0, 3.0):
             fig, means = digits_sample_grid(
                 {"shipped 8×8 denoiser": load_pretrained(FULL_IMAGE_TASK)},
