@@ -49,12 +49,17 @@ def loop_reference(model, X, y, names):
     return torch.stack(rows)
 
 
-def test_vmap_and_loop_equal_single_example_backward():
+def small_mlp_case():
+    """A seeded 8-5-3 MLP, 7 examples, all parameter names and the per-example reference."""
     torch.manual_seed(0)
     model = MLP(8, 3, hidden=5).eval()
     X, y = torch.randn(7, 8), torch.randint(0, 3, (7,))
     names = [n for n, _ in model.named_parameters()]
-    ref = loop_reference(model, X, y, names)
+    return model, X, y, names, loop_reference(model, X, y, names)
+
+
+def test_vmap_and_loop_equal_single_example_backward():
+    model, X, y, _, ref = small_mlp_case()
     for method, chunk in (("vmap", None), ("vmap", 3), ("loop", None)):
         G = per_sample_grads(model, xent, (X, y), method=method, chunk_size=chunk)
         torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
@@ -68,11 +73,7 @@ def test_vmap_and_loop_equal_single_example_backward():
     reason="torch.compile's CPU backend needs a C++ compiler",
 )
 def test_compiled_equals_single_example_backward_and_reuses_its_code():
-    torch.manual_seed(0)
-    model = MLP(8, 3, hidden=5).eval()
-    X, y = torch.randn(7, 8), torch.randint(0, 3, (7,))
-    names = [n for n, _ in model.named_parameters()]
-    ref = loop_reference(model, X, y, names)
+    model, X, y, names, ref = small_mlp_case()
     with torch._dynamo.config.patch(error_on_recompile=False):
         G = per_sample_grads(model, xent, (X, y), method="compiled")
         torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
