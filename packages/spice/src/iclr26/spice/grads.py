@@ -12,6 +12,7 @@ give the same matrix.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import weakref
@@ -544,38 +545,28 @@ def per_sample_grads(
         method = "vmap"
     buffers = dict(model.named_buffers())
     frozen = {k: v.detach() for k, v in model.named_parameters() if k not in chosen}
-    if method == "compiled":
+    flat = None
+    if method in ("compiled", "vmap"):
         detached = {k: v.detach() for k, v in chosen.items()}
-        fn = _compiled_flat_grads(model, compute_loss, tuple(names), chunk_size)
-        try:
-            flat = fn(detached, {**frozen, **buffers}, batch)
-        except torch._dynamo.exc.BackendCompilerFailed as err:
-            raise RuntimeError(
-                "method='compiled' could not compile the per-sample gradients (torch.compile's "
-                "inductor backend needs a working C++ compiler on CPU); use method='hooks' or "
-                f"'vmap': {err}"
-            ) from err
-        if isinstance(projector, KroneckerProjector):
-            blocks, start = [], 0
-            for k in names:
-                width = chosen[k].numel()
-                blocks.append(flat[:, start : start + width].view(n, *chosen[k].shape))
-                start += width
-            return torch.cat([projector.project_block(j, b) for j, b in enumerate(blocks)], dim=1)
-        return projector(flat) if projector is not None else flat
-    if method == "vmap":
-        detached = {k: v.detach() for k, v in chosen.items()}
-
-        def loss_of(p: dict[str, torch.Tensor], sample: Any) -> torch.Tensor:
-            state = {**frozen, **buffers, **p}
-
-            def call(*args: Any, **kwargs: Any) -> Any:
-                return functional_call(model, state, args, kwargs)
-
-            return _scalar_loss(compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample)))
-
-        grads = vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(detached, batch)
-        blocks = [grads[k].reshape(n, *chosen[k].shape) for k in names]
+        others = {**frozen, **buffers}
+        if method == "compiled":
+            fn = _compiled_flat_grads(model, compute_loss, tuple(names), chunk_size)
+            try:
+                flat = fn(detached, others, batch)
+            except torch._dynamo.exc.BackendCompilerFailed as err:
+                raise RuntimeError(
+                    "method='compiled' could not compile the per-sample gradients "
+                    "(torch.compile's inductor backend needs a working C++ compiler on CPU); use "
+                    f"method='hooks' or 'vmap': {err}"
+                ) from err
+            bounds = [0, *itertools.accumulate(chosen[k].numel() for k in names)]
+            blocks = [
+                flat[:, a:b].view(n, *chosen[k].shape)
+                for k, a, b in zip(names, bounds, bounds[1:], strict=False)
+            ]
+        else:
+            grads = _vmapped_grads(model, compute_loss, detached, others, batch, chunk_size)
+            blocks = [grads[k].reshape(n, *chosen[k].shape) for k in names]
     else:
         rows: list[list[torch.Tensor]] = []
         was = {k: p.requires_grad for k, p in chosen.items()}
@@ -592,8 +583,31 @@ def per_sample_grads(
         blocks = [torch.stack([r[j] for r in rows]) for j in range(len(names))]
     if isinstance(projector, KroneckerProjector):
         return torch.cat([projector.project_block(j, b) for j, b in enumerate(blocks)], dim=1)
-    flat = torch.cat([b.reshape(n, -1) for b in blocks], dim=1)
+    if flat is None:
+        flat = torch.cat([b.reshape(n, -1) for b in blocks], dim=1)
     return projector(flat) if projector is not None else flat
+
+
+def _vmapped_grads(
+    model: torch.nn.Module,
+    compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
+    params: dict[str, torch.Tensor],
+    others: dict[str, torch.Tensor],
+    batch: Any,
+    chunk_size: int | None,
+) -> dict[str, torch.Tensor]:
+    """``vmap(grad(loss))`` over the examples of ``batch``: each parameter in ``params``' per-sample
+    gradient, with ``others`` (the remaining parameters and the buffers) held fixed."""
+
+    def loss_of(p: dict[str, torch.Tensor], sample: Any) -> torch.Tensor:
+        state = {**others, **p}
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return functional_call(model, state, args, kwargs)
+
+        return _scalar_loss(compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample)))
+
+    return vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(params, batch)
 
 
 #: compiled per-sample gradient programs, per model (dropped with the model) and per
@@ -618,15 +632,7 @@ def _compiled_flat_grads(
         def flat_grads(
             params: dict[str, torch.Tensor], others: dict[str, torch.Tensor], batch: Any
         ) -> torch.Tensor:
-            def loss_of(p: dict[str, torch.Tensor], sample: Any) -> torch.Tensor:
-                state = {**others, **p}
-
-                def call(*args: Any, **kwargs: Any) -> Any:
-                    return functional_call(model, state, args, kwargs)
-
-                return _scalar_loss(compute_loss(call, tree_map(lambda t: t.unsqueeze(0), sample)))
-
-            grads = vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(params, batch)
+            grads = _vmapped_grads(model, compute_loss, params, others, batch, chunk_size)
             return torch.cat([grads[k].reshape(grads[k].shape[0], -1) for k in names], dim=1)
 
         per_model[key] = torch.compile(flat_grads, dynamic=False)
