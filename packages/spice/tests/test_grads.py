@@ -5,7 +5,13 @@ import pytest
 import torch
 from torch import nn
 
-from iclr26.spice import KroneckerProjector, RandomProjector, per_sample_grads, select_params
+from iclr26.spice import (
+    KroneckerProjector,
+    RandomProjector,
+    clear_compiled,
+    per_sample_grads,
+    select_params,
+)
 from iclr26.spice.models import MLP, CharTransformer, CharVocab
 
 torch.set_num_threads(1)
@@ -73,19 +79,40 @@ def test_vmap_and_loop_equal_single_example_backward():
     reason="torch.compile's CPU backend needs a C++ compiler",
 )
 def test_compiled_equals_single_example_backward_and_reuses_its_code():
+    from iclr26.spice.grads import _COMPILED
+
     model, X, y, names, ref = small_mlp_case()
-    with torch._dynamo.config.patch(error_on_recompile=False):
-        G = per_sample_grads(model, xent, (X, y), method="compiled")
-        torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
-        # the same model, loss and shapes run the compiled code again, not a new compile
-        with torch._dynamo.config.patch(error_on_recompile=True):
-            X2, y2 = torch.randn(7, 8), torch.randint(0, 3, (7,))
-            torch.testing.assert_close(
-                per_sample_grads(model, xent, (X2, y2), method="compiled"),
-                loop_reference(model, X2, y2, names),
-                atol=1e-6,
-                rtol=1e-5,
-            )
+    clear_compiled(model)
+    G = per_sample_grads(model, xent, (X, y), method="compiled")
+    torch.testing.assert_close(G, ref, atol=1e-6, rtol=1e-5)
+    program = next(iter(_COMPILED[model].values()))
+    # new data of the same shape runs the same program, not a new compile
+    X2, y2 = torch.randn(7, 8), torch.randint(0, 3, (7,))
+    torch.testing.assert_close(
+        per_sample_grads(model, xent, (X2, y2), method="compiled"),
+        loop_reference(model, X2, y2, names),
+        atol=1e-6,
+        rtol=1e-5,
+    )
+    assert list(_COMPILED[model].values()) == [program]
+    # the weights are inputs of the program: an in-place update is seen without recompiling
+    with torch.no_grad():
+        model.net[0].weight.mul_(0.5)
+    torch.testing.assert_close(
+        per_sample_grads(model, xent, (X, y), method="compiled"),
+        loop_reference(model, X, y, names),
+        atol=1e-6,
+        rtol=1e-5,
+    )
+    assert len(_COMPILED[model]) == 1
+    # a non-contiguous batch of the same shape is accepted (made dense for the compiled code)
+    Xt = torch.randn(8, 7).T
+    torch.testing.assert_close(
+        per_sample_grads(model, xent, (Xt, y), method="compiled"),
+        loop_reference(model, Xt, y, names),
+        atol=1e-6,
+        rtol=1e-5,
+    )
     # a Kronecker projector on the compiled matrix equals the projector on the reference
     kp = KroneckerProjector(2, 2, seed=0)
     torch.testing.assert_close(
@@ -94,6 +121,29 @@ def test_compiled_equals_single_example_backward_and_reuses_its_code():
         atol=1e-6,
         rtol=1e-5,
     )
+    assert len(_COMPILED[model]) == 1
+    clear_compiled(model)
+    assert model not in _COMPILED
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+    reason="torch.compile's CPU backend needs a C++ compiler",
+)
+def test_compiled_refuses_data_dependent_control_flow():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.lin(x) if x.sum() > 0 else -self.lin(x)
+
+    model = Branchy()
+    with pytest.raises(RuntimeError, match="could not trace"):
+        per_sample_grads(
+            model, xent, (torch.randn(3, 4), torch.tensor([0, 1, 0])), method="compiled"
+        )
 
 
 class TwoUses(nn.Module):

@@ -29,6 +29,7 @@ __getattr__, __dir__, __all__ = lazy.attach(
             "KroneckerProjector",
             "LoraSettings",
             "RandomProjector",
+            "clear_compiled",
             "format_example",
             "lm_per_sample_grads",
             "load_causal_lm",

@@ -5,8 +5,8 @@ with seeded random projectors; and the loader for Hugging Face causal LMs with L
 from ONE batched backward with hooks (a linear layer's per-sample gradient is the outer product
 of its output gradient and input), and projects them through a Kronecker-factored projector
 without materialising them. ``torch.func`` ``vmap(grad(...))`` is the general fallback (also
-compiled by ``torch.compile``, which fuses the per-example outer products into the result), and a
-plain loop of single-example backward passes (what the official code does) the reference; all
+traced once and compiled by inductor, which fuses the per-example outer products into the
+result), and a plain loop of single-example backward passes (what the official code does) the reference; all
 give the same matrix.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 from torch.func import functional_call, grad, vmap
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from iclr26.shared import check_choice, check_int
 
@@ -34,6 +34,7 @@ __all__ = [
     "KroneckerProjector",
     "LoraSettings",
     "RandomProjector",
+    "clear_compiled",
     "format_example",
     "lm_per_sample_grads",
     "load_causal_lm",
@@ -473,11 +474,17 @@ def per_sample_grads(
       With a :class:`KroneckerProjector` the projection is formed from the projected factors,
       never from the ``d_out × d_in`` gradient.
     * ``"vmap"``: ``torch.func`` ``vmap(grad(...))``, chunked by ``chunk_size``; any model.
-    * ``"compiled"``: the same ``vmap(grad(...))`` compiled by ``torch.compile`` (inductor), which
-      fuses the per-example outer products into the writes of the result. The first call for a
-      model, ``compute_loss`` function, parameter set and batch shape compiles (tens of seconds
-      on a CPU; inductor needs a C++ compiler there); later calls with the same ones reuse the
-      compiled code, so pass the same ``compute_loss`` object each time.
+    * ``"compiled"``: the same ``vmap(grad(...))`` traced once (``make_fx`` on fake tensors) and
+      compiled by inductor, which fuses the per-example outer products into the writes of the
+      result; the compiled code is called directly (no TorchDynamo guards or wrapper). The
+      first call for a model, ``compute_loss`` function, parameter set, module modes and batch
+      shapes/dtypes compiles (seconds to tens of seconds on a CPU; inductor needs a C++ compiler
+      there); later calls with the same ones reuse the code, so pass the same ``compute_loss``
+      object each time. The parameters and buffers are inputs of the program (weight updates
+      are seen), but Python control flow is fixed at trace time, like ``torch.jit.trace``: a
+      model whose ``forward`` branches on a plain attribute that changes later must be
+      recompiled (:func:`clear_compiled`); a branch on tensor values cannot be traced and
+      raises.
     * ``"loop"``: one backward per example (the official approach); any model.
     * ``"auto"`` (default): ``"hooks"`` when every chosen parameter is hookable and the loss is
       per-example, else ``"vmap"``.
@@ -506,7 +513,8 @@ def per_sample_grads(
             ``batch``/``projector`` has the wrong type.
         ValueError: unknown ``method``, empty or ragged ``batch``, NaN/inf in ``batch``,
             ``chunk_size < 1``, parameters ``"hooks"`` cannot handle, a loss of the wrong shape.
-        RuntimeError: ``"compiled"`` and ``torch.compile`` cannot build its code here.
+        RuntimeError: ``"compiled"`` cannot trace the model (data-dependent control flow) or
+            inductor cannot build its code here.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -550,15 +558,9 @@ def per_sample_grads(
         detached = {k: v.detach() for k, v in chosen.items()}
         others = {**frozen, **buffers}
         if method == "compiled":
-            fn = _compiled_flat_grads(model, compute_loss, tuple(names), chunk_size)
-            try:
-                flat = fn(detached, others, batch)
-            except torch._dynamo.exc.BackendCompilerFailed as err:
-                raise RuntimeError(
-                    "method='compiled' could not compile the per-sample gradients "
-                    "(torch.compile's inductor backend needs a working C++ compiler on CPU); use "
-                    f"method='hooks' or 'vmap': {err}"
-                ) from err
+            flat = _compiled_flat_grads(model, compute_loss, detached, others, batch, chunk_size)
+            if not isinstance(projector, KroneckerProjector):
+                return projector(flat) if projector is not None else flat
             bounds = [0, *itertools.accumulate(chosen[k].numel() for k in names)]
             blocks = [
                 flat[:, a:b].view(n, *chosen[k].shape)
@@ -610,33 +612,118 @@ def _vmapped_grads(
     return vmap(grad(loss_of), in_dims=(None, 0), chunk_size=chunk_size)(params, batch)
 
 
-#: compiled per-sample gradient programs, per model (dropped with the model) and per
-#: ``(compute_loss, parameter names, chunk_size)``
-_COMPILED: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, Callable[..., torch.Tensor]]]
+#: compiled per-sample gradient programs, per model (dropped with the model), keyed by
+#: :func:`_program_key`
+_COMPILED: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple, Callable[..., Any]]]
 _COMPILED = weakref.WeakKeyDictionary()
+
+
+def _program_key(
+    model: torch.nn.Module,
+    compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
+    tensors: dict[str, torch.Tensor],
+    spec: Any,
+    leaves: list[Any],
+    chunk_size: int | None,
+) -> tuple:
+    """What a traced program depends on besides the tensors' values: the loss function, every
+    module's train/eval mode, ``chunk_size``, the batch's structure and non-tensor entries, and the
+    name, shape, dtype and device of every input tensor."""
+    try:
+        extras = tuple(None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves)
+        hash(extras)
+    except TypeError as err:
+        raise TypeError(
+            "method='compiled' needs the batch's non-tensor entries to be hashable "
+            f"(they are part of the compiled program): {err}"
+        ) from err
+    metas = tuple((k, t.shape, t.dtype, t.device) for k, t in tensors.items())
+    leaf_metas = tuple((t.shape, t.dtype, t.device) for t in leaves if isinstance(t, torch.Tensor))
+    modes = tuple(m.training for m in model.modules())
+    return (compute_loss, chunk_size, modes, str(spec), extras, metas, leaf_metas)
 
 
 def _compiled_flat_grads(
     model: torch.nn.Module,
     compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
-    names: tuple[str, ...],
+    params: dict[str, torch.Tensor],
+    others: dict[str, torch.Tensor],
+    batch: Any,
     chunk_size: int | None,
-) -> Callable[..., torch.Tensor]:
-    """``torch.compile`` of ``vmap(grad(loss))`` returning the flat ``(n, d)`` matrix, cached so
-    that later calls with the same model, loss function and parameters reuse the compiled code
-    (``torch.compile`` compiles again for a new batch shape)."""
+) -> torch.Tensor:
+    """The flat ``(n, d)`` matrix of ``vmap(grad(loss))``, from a program that is traced once
+    (``make_fx``, fake tensors) and compiled by inductor, then cached.
+
+    The program takes the parameters, the other parameters and buffers, and the batch's tensors
+    as inputs (so in-place weight updates are seen) and is reused while :func:`_program_key` is
+    unchanged. Calling inductor's compiled code directly, without TorchDynamo's guards and
+    runtime wrapper, is what makes it cheap per call: the caller's own checks replace the guards.
+    """
+    leaves, spec = tree_flatten(batch)
+    tensors = {**params, **others}
+    key = _program_key(model, compute_loss, tensors, spec, leaves, chunk_size)
+    # inductor's code assumes the example inputs' strides: pass dense tensors (a no-op for most)
+    inputs = [t.contiguous() for t in tensors.values()]
+    inputs += [leaf.contiguous() for leaf in leaves if isinstance(leaf, torch.Tensor)]
     per_model = _COMPILED.setdefault(model, {})
-    key = (compute_loss, names, chunk_size)
-    if key not in per_model:
+    program = per_model.get(key)
+    if program is None:
+        program = _compile_program(
+            model, compute_loss, list(params), list(others), spec, leaves, chunk_size, inputs
+        )
+        per_model[key] = program
+    out = program(*inputs)
+    return out[0] if isinstance(out, list | tuple) else out
 
-        def flat_grads(
-            params: dict[str, torch.Tensor], others: dict[str, torch.Tensor], batch: Any
-        ) -> torch.Tensor:
-            grads = _vmapped_grads(model, compute_loss, params, others, batch, chunk_size)
-            return torch.cat([grads[k].reshape(grads[k].shape[0], -1) for k in names], dim=1)
 
-        per_model[key] = torch.compile(flat_grads, dynamic=False)
-    return per_model[key]
+def clear_compiled(model: torch.nn.Module | None = None) -> None:
+    """Drop the compiled per-sample gradient programs of ``model`` (all models if ``None``), e.g.
+    after changing a plain attribute its ``forward`` branches on."""
+    if model is None:
+        _COMPILED.clear()
+    else:
+        _COMPILED.pop(model, None)
+
+
+def _compile_program(
+    model: torch.nn.Module,
+    compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
+    names: list[str],
+    other_names: list[str],
+    spec: Any,
+    leaves: list[Any],
+    chunk_size: int | None,
+    inputs: list[torch.Tensor],
+) -> Callable[..., Any]:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    k, m = len(names), len(other_names)
+
+    def flat_grads(*flat: torch.Tensor) -> torch.Tensor:
+        params = dict(zip(names, flat[:k], strict=True))
+        others = dict(zip(other_names, flat[k : k + m], strict=True))
+        batch_tensors = iter(flat[k + m :])
+        rebuilt = [next(batch_tensors) if isinstance(x, torch.Tensor) else x for x in leaves]
+        batch = tree_unflatten(rebuilt, spec)
+        grads = _vmapped_grads(model, compute_loss, params, others, batch, chunk_size)
+        return torch.cat([grads[name].reshape(grads[name].shape[0], -1) for name in names], dim=1)
+
+    try:
+        graph = make_fx(flat_grads, tracing_mode="fake")(*inputs)
+    except Exception as err:  # any tracing failure names the eager fallback
+        raise RuntimeError(
+            "method='compiled' could not trace the per-sample gradients (data-dependent Python "
+            f"control flow in the model or loss?); use method='hooks' or 'vmap': {err}"
+        ) from err
+    try:
+        import torch._inductor as inductor
+
+        return inductor.compile(graph, inputs)
+    except Exception as err:  # e.g. no C++ compiler for inductor's CPU code
+        raise RuntimeError(
+            "method='compiled' could not compile the per-sample gradients (inductor needs a "
+            f"working C++ compiler on CPU); use method='hooks' or 'vmap': {err}"
+        ) from err
 
 
 def _scalar_loss(loss: Any) -> torch.Tensor:
