@@ -48,7 +48,12 @@ def select_params(
 ) -> dict[str, torch.Tensor]:
     """The parameters to differentiate: ``"trainable"`` (``requires_grad``, i.e. LoRA weights in a
     PEFT model), ``"all"``, a collection of names, or a predicate on names."""
-    named = dict(model.named_parameters())
+    return _choose(dict(model.named_parameters()), params)
+
+
+def _choose(
+    named: dict[str, torch.Tensor], params: str | Iterable[str] | Callable[[str], bool]
+) -> dict[str, torch.Tensor]:
     if params == "trainable":
         chosen = {n: p for n, p in named.items() if p.requires_grad}
     elif params == "all":
@@ -134,9 +139,10 @@ class RandomProjector:
         return out
 
 
-def _batch_size(batch: Any) -> int:
-    """The number of examples in ``batch``; also refuses an empty, ragged or non-finite batch."""
-    leaves, _ = tree_flatten(batch)
+def _flat_batch(batch: Any) -> tuple[int, list[Any], Any]:
+    """The number of examples in ``batch`` and its flattened leaves and tree spec; refuses an
+    empty, ragged or non-finite batch."""
+    leaves, spec = tree_flatten(batch)
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
     if not tensors:
         raise TypeError(
@@ -157,7 +163,7 @@ def _batch_size(batch: Any) -> int:
             math.isfinite(float(t.sum())) or bool(torch.isfinite(t).all())
         ):
             raise ValueError("batch contains NaN or inf")
-    return n
+    return n, leaves, spec
 
 
 class KroneckerProjector:
@@ -528,8 +534,9 @@ def per_sample_grads(
             "projector must be a RandomProjector or KroneckerProjector, "
             f"got {type(projector).__name__}"
         )
-    n = _batch_size(batch)
-    chosen = select_params(model, params)
+    n, leaves, spec = _flat_batch(batch)
+    named = dict(model.named_parameters())
+    chosen = _choose(named, params)
     names = list(chosen)
     if method in ("auto", "hooks"):
         owner, unsupported = _hooked_owner(model, chosen)
@@ -552,13 +559,15 @@ def per_sample_grads(
                 return projector(flat) if isinstance(projector, RandomProjector) else flat
         method = "vmap"
     buffers = dict(model.named_buffers())
-    frozen = {k: v.detach() for k, v in model.named_parameters() if k not in chosen}
+    frozen = {k: v.detach() for k, v in named.items() if k not in chosen}
     flat = None
     if method in ("compiled", "vmap"):
         detached = {k: v.detach() for k, v in chosen.items()}
         others = {**frozen, **buffers}
         if method == "compiled":
-            flat = _compiled_flat_grads(model, compute_loss, detached, others, batch, chunk_size)
+            flat = _compiled_flat_grads(
+                model, compute_loss, detached, others, leaves, spec, chunk_size
+            )
             if not isinstance(projector, KroneckerProjector):
                 return projector(flat) if projector is not None else flat
             bounds = [0, *itertools.accumulate(chosen[k].numel() for k in names)]
@@ -621,14 +630,17 @@ _COMPILED = weakref.WeakKeyDictionary()
 def _program_key(
     model: torch.nn.Module,
     compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
-    tensors: dict[str, torch.Tensor],
+    names: tuple[tuple[str, ...], tuple[str, ...]],
+    inputs: list[torch.Tensor],
     spec: Any,
     leaves: list[Any],
     chunk_size: int | None,
 ) -> tuple:
     """What a traced program depends on besides the tensors' values: the loss function, every
     module's train/eval mode, ``chunk_size``, the batch's structure and non-tensor entries, and the
-    name, shape, dtype and device of every input tensor."""
+    ``names`` of the differentiated parameters and of the other parameters and buffers, and the
+    shape, dtype and device of every input tensor (``inputs``: the parameters, the others, then
+    the batch's tensors)."""
     try:
         extras = tuple(None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves)
         hash(extras)
@@ -637,10 +649,9 @@ def _program_key(
             "method='compiled' needs the batch's non-tensor entries to be hashable "
             f"(they are part of the compiled program): {err}"
         ) from err
-    metas = tuple((k, t.shape, t.dtype, t.device) for k, t in tensors.items())
-    leaf_metas = tuple((t.shape, t.dtype, t.device) for t in leaves if isinstance(t, torch.Tensor))
+    metas = tuple((t.shape, t.dtype, t.device) for t in inputs)
     modes = tuple(m.training for m in model.modules())
-    return (compute_loss, chunk_size, modes, str(spec), extras, metas, leaf_metas)
+    return (compute_loss, chunk_size, modes, spec, extras, names, metas)
 
 
 def _compiled_flat_grads(
@@ -648,10 +659,12 @@ def _compiled_flat_grads(
     compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
     params: dict[str, torch.Tensor],
     others: dict[str, torch.Tensor],
-    batch: Any,
+    leaves: list[Any],
+    spec: Any,
     chunk_size: int | None,
 ) -> torch.Tensor:
-    """The flat ``(n, d)`` matrix of ``vmap(grad(loss))``, from a program that is traced once
+    """The flat ``(n, d)`` matrix of ``vmap(grad(loss))`` on the batch ``tree_unflatten(leaves,
+    spec)``, from a program that is traced once
     (``make_fx``, fake tensors) and compiled by inductor, then cached.
 
     The program takes the parameters, the other parameters and buffers, and the batch's tensors
@@ -659,18 +672,16 @@ def _compiled_flat_grads(
     unchanged. Calling inductor's compiled code directly, without TorchDynamo's guards and
     runtime wrapper, is what makes it cheap per call: the caller's own checks replace the guards.
     """
-    leaves, spec = tree_flatten(batch)
     tensors = {**params, **others}
-    key = _program_key(model, compute_loss, tensors, spec, leaves, chunk_size)
     # inductor's code assumes the example inputs' strides: pass dense tensors (a no-op for most)
     inputs = [t.contiguous() for t in tensors.values()]
     inputs += [leaf.contiguous() for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    names = (tuple(params), tuple(others))
+    key = _program_key(model, compute_loss, names, inputs, spec, leaves, chunk_size)
     per_model = _COMPILED.setdefault(model, {})
     program = per_model.get(key)
     if program is None:
-        program = _compile_program(
-            model, compute_loss, list(params), list(others), spec, leaves, chunk_size, inputs
-        )
+        program = _compile_program(model, compute_loss, *names, spec, leaves, chunk_size, inputs)
         per_model[key] = program
     out = program(*inputs)
     return out[0] if isinstance(out, list | tuple) else out
@@ -688,8 +699,8 @@ def clear_compiled(model: torch.nn.Module | None = None) -> None:
 def _compile_program(
     model: torch.nn.Module,
     compute_loss: Callable[[Callable[..., Any], Any], torch.Tensor],
-    names: list[str],
-    other_names: list[str],
+    names: tuple[str, ...],
+    other_names: tuple[str, ...],
     spec: Any,
     leaves: list[Any],
     chunk_size: int | None,
