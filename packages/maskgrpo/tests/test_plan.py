@@ -28,7 +28,7 @@ def test_default_plan_keeps_every_compared_arm_task_and_seed_count():
     assert sum(n >= 3 for _s, n, _a in DEFAULT_PLAN.values()) >= 2
     assert {"sort8", "sudoku4", "add3"} <= set(DEFAULT_PLAN)
     assert "fixed_mask_seeds" in next(iter(ABLATION.values()))
-    assert QUICK_PLAN == {"sort8": (20, 1, False)}
+    assert set(QUICK_PLAN) == {"sort8", "sudoku4"}  # the issue: Sort-8 and Sudoku-4×4 in --quick
     for plan in (DEFAULT_PLAN, QUICK_PLAN):
         for steps, seeds, ablation in plan.values():
             assert isinstance(steps, int)
