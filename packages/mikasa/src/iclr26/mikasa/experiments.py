@@ -440,7 +440,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
     if quick:
         report.note(
             "E2 in the quick run trains each PPO agent for two rollouts (5,760 steps): it shows "
-            "that the four agents train and act end to end, far too short to learn the task, "
+            "that the agents train and act end to end, far too short to learn the task, "
             "so it has no checks; the default run trains for 500,000 steps per run."
         )
     report.note(
