@@ -15,6 +15,7 @@ from iclr26.mikasa import cli
         (["play", "MikasaLite/ShellGameTouch-v0", "--seed", "-1"], "argument --seed"),
         (["list", "--memory-type", "episodic"], "argument --memory-type"),
         (["reproduce", "--seed", "x"], "argument --seed"),
+        (["ppo", "--seeds", "0"], "argument --seeds"),
     ],
 )
 def test_bad_arguments_fail_at_parse_time(argv, needle, capsys):

@@ -24,6 +24,20 @@ def test_gae_with_lambda_one_is_discounted_return_minus_value():
     np.testing.assert_allclose(td[:, 0], r[:, 0] + 0.9 * v[:, 1] - v[:, 0])
 
 
+def test_gae_matches_the_backward_recursion():
+    # the matrix form equals A_t = δ_t + γλ A_{t+1} with V_T = 0, for any λ
+    rng = np.random.default_rng(1)
+    r, v = rng.normal(size=(5, 13)), rng.normal(size=(5, 13))
+    gamma, lam = 0.97, 0.8
+    ref = np.zeros_like(r)
+    last = np.zeros(5)
+    for t in reversed(range(13)):
+        nxt = v[:, t + 1] if t + 1 < 13 else 0.0
+        last = r[:, t] + gamma * nxt - v[:, t] + gamma * lam * last
+        ref[:, t] = last
+    np.testing.assert_allclose(finite_horizon_gae(r, v, gamma, lam), ref, atol=1e-12)
+
+
 def test_gae_refuses_bad_shapes_and_nan():
     with pytest.raises(ValueError, match="rewards and values"):
         finite_horizon_gae(np.zeros((2, 3)), np.zeros((2, 4)), 0.9, 0.9)
@@ -101,6 +115,31 @@ def test_transformer_core_matches_torch_encoder_with_a_causal_mask():
     assert caches[0][0].shape == (3, 11, 16)
 
 
+def test_transformer_cache_trains_through_chunks_and_steps_in_inference_mode():
+    # with gradients the cache is concatenated (backward works across chunks); without, the
+    # keys and values go into a preallocated buffer and stepping still matches the whole pass
+    import torch
+
+    from iclr26.mikasa.ppo import CausalTransformerCore
+
+    torch.manual_seed(0)
+    core = CausalTransformerCore(16, max_len=32)
+    h = torch.randn(2, 9, 16, requires_grad=True)
+    first, state = core(h[:, :5])
+    second, _ = core(h[:, 5:], state)
+    torch.cat([first, second], 1).sum().backward()
+    assert h.grad is not None
+    assert torch.isfinite(h.grad).all()
+    with torch.inference_mode():
+        whole, _ = core(h)
+        state, outs = None, []
+        for t in range(9):
+            out, state = core(h[:, t : t + 1], state)
+            outs.append(out)
+    assert state[1][0][0].shape == (2, 32, 16)  # the buffer, filled up to step 9
+    torch.testing.assert_close(torch.cat(outs, 1), whole, atol=1e-5, rtol=1e-5)
+
+
 def test_running_mean_std_matches_the_pooled_moments():
     from iclr26.mikasa.ppo import RunningMeanStd
 
@@ -138,6 +177,27 @@ def test_ppo_transformer_trains_acts_and_is_deterministic():
     assert not np.allclose(act[0], act[1])
     res = mk.evaluate("RememberColor3-v0", a, 4, seed=0)
     assert 0.0 <= res["success_at_end"] <= 1.0
+
+
+def test_ppo_gru_state_starts_at_zero_in_every_episode():
+    # reset() drops the recurrent state: acting on a second episode after a first gives the
+    # actions a fresh policy gives on that episode alone (no memory crosses episodes)
+    kw = {"num_envs": 2, "minibatches": 1, "total_steps": 90, "hidden": 8, "seed": 0}
+    a = PPO("gru", **kw).fit("ShellGameTouch-v0")
+    dim = mk.make("ShellGameTouch-v0", backend="kinematic").observation_space.shape[0]
+    rng = np.random.default_rng(0)
+    first, second = rng.normal(size=(2, 5, 2, dim))
+    a.reset(2)
+    for o in first:
+        a.act(o)
+    a.reset(2)
+    after = [a.act(o) for o in second]
+    a.reset(2)
+    fresh = [a.act(o) for o in second]
+    np.testing.assert_array_equal(np.stack(after), np.stack(fresh))
+    a.reset(2)
+    a.act(first[0])
+    assert not np.array_equal(a.act(second[0]), fresh[0])  # without reset the state carries
 
 
 def test_ppo_state_mode_and_refusals():
@@ -179,3 +239,18 @@ def test_e2_runs_a_subset_of_variants_and_refuses_unknown_ones():
         ppo_experiment(variants=(("cnn", "memory"),))
     with pytest.raises(ValueError, match="variants"):
         ppo_experiment(variants=())
+    with pytest.raises(ValueError, match="seeds"):
+        ppo_experiment(variants=(("mlp", "state"),), seeds=0)
+
+
+def test_e2_runs_several_seeds_and_reports_their_mean():
+    from iclr26.mikasa.experiments import ppo_experiment
+
+    report = ppo_experiment(
+        quick=True, steps=1_000, progress=False, variants=(("mlp", "memory"),), seeds=2
+    )
+    per_run = next(t for t in report.tables if t.title == "E2 per run").rows
+    assert [r["seed"] for r in per_run] == [0, 1]
+    summary = next(t for t in report.tables if t.title.startswith("E2: PPO")).rows
+    assert summary[0]["seeds"] == 2
+    assert summary[0]["mean"] == pytest.approx(np.mean([r["success at end"] for r in per_run]))

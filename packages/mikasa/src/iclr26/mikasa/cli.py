@@ -165,6 +165,8 @@ def _ppo_setup(parser: argparse.ArgumentParser):
         help=f"run only these (repeatable; one of {', '.join(E2_CHOICES)}); default: "
         "mlp:state, mlp:memory, gru:memory, transformer:memory",
     )  # fmt: skip
+    parser.add_argument("--seeds", type=int_arg(1, 100), default=1,
+                        help="runs per variant, seeds SEED, SEED+1, ... (default 1)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("reports/mikasa/e2"), help="output folder")
     parser.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0, help="random seed")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -179,7 +181,12 @@ def _ppo_setup(parser: argparse.ArgumentParser):
         if args.variant:
             kw["variants"] = tuple(tuple(v.split(":")) for v in dict.fromkeys(args.variant))
         report = ppo_experiment(
-            quick=args.quick, seed=args.seed, progress=not args.no_progress, steps=args.steps, **kw
+            quick=args.quick,
+            seed=args.seed,
+            progress=not args.no_progress,
+            steps=args.steps,
+            seeds=args.seeds,
+            **kw,
         )
         report.finish()
         print(report.to_markdown(), flush=True)

@@ -65,41 +65,62 @@ def finite_horizon_gae(
         )
     if not (np.isfinite(rewards).all() and np.isfinite(values).all()):
         raise ValueError("rewards and values must be finite")
-    n, T = rewards.shape
-    adv = np.zeros((n, T))
-    last = np.zeros(n)
-    for t in reversed(range(T)):
-        nxt = values[:, t + 1] if t + 1 < T else 0.0
-        delta = rewards[:, t] + gamma * nxt - values[:, t]
-        last = delta + gamma * gae_lambda * last
-        adv[:, t] = last
-    return adv
+    T = rewards.shape[1]
+    # δ_t with V_T = 0, then A = δ M with M[k, t] = (γλ)^(k − t) for k ≥ t: the backward
+    # recursion A_t = δ_t + γλ A_{t+1} as one matrix product over all episodes
+    nxt = np.concatenate([values[:, 1:], np.zeros((len(values), 1))], 1)
+    delta = rewards + gamma * nxt - values
+    k = np.arange(T)
+    lag = k[:, None] - k[None, :]
+    decay = np.where(lag >= 0, float(gamma * gae_lambda) ** np.maximum(lag, 0), 0.0)
+    return delta @ decay
 
 
-def _cached_layer(layer: nn.TransformerEncoderLayer, x: torch.Tensor, cache: Any):
+def _cached_layer(
+    layer: nn.TransformerEncoderLayer, x: torch.Tensor, cache: Any, start: int, max_len: int
+):
     """One post-norm encoder layer on new steps ``x`` (B, L, H) attending to ``cache`` + x.
 
     The same arithmetic as ``nn.TransformerEncoderLayer`` (dropout 0, ReLU, post-norm) with a
     causal mask, written out so that the keys and values of earlier steps are kept (a KV
-    cache) instead of re-encoding the whole episode at every step.
+    cache) instead of re-encoding the whole episode at every step. ``cache`` holds the keys and
+    values of the ``start`` earlier steps (None when ``start`` is 0). Without gradients the new
+    keys and values are written into a buffer of ``max_len`` steps (allocated once per episode),
+    so a step costs O(t) instead of copying the whole history; with gradients they are
+    concatenated (autograd cannot see through the in-place writes).
     """
     attn = layer.self_attn
     b, n_new, h = x.shape
     heads = attn.num_heads
     q, k, v = F.linear(x, attn.in_proj_weight, attn.in_proj_bias).chunk(3, -1)
+    n_all = start + n_new
     if cache is not None:
-        k, v = torch.cat([cache[0], k], 1), torch.cat([cache[1], v], 1)
-    n_all = k.shape[1]
+        kc, vc = cache
+        if torch.is_grad_enabled():
+            k, v = torch.cat([kc[:, :start], k], 1), torch.cat([vc[:, :start], v], 1)
+        else:
+            if kc.shape[1] < n_all:  # a cache from a gradient pass: move it into a buffer
+                kb, vb = kc.new_zeros(b, max_len, h), vc.new_zeros(b, max_len, h)
+                kb[:, :start], vb[:, :start] = kc[:, :start], vc[:, :start]
+                kc, vc = kb, vb
+            kc[:, start:n_all], vc[:, start:n_all] = k, v
+            k, v = kc[:, :n_all], vc[:, :n_all]
+            cache = (kc, vc)
+    if cache is None or torch.is_grad_enabled():
+        cache = (k, v)
 
     def split(z: torch.Tensor) -> torch.Tensor:
         return z.reshape(b, -1, heads, h // heads).transpose(1, 2)
 
-    mask = torch.ones(n_new, n_all, dtype=torch.bool, device=x.device).tril(n_all - n_new)
-    a = F.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=mask)
+    if start == 0:  # the whole prefix: the plain causal mask
+        a = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=n_new > 1)
+    else:
+        mask = torch.ones(n_new, n_all, dtype=torch.bool, device=x.device).tril(start)
+        a = F.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=mask)
     a = attn.out_proj(a.transpose(1, 2).reshape(b, n_new, h))
     x = layer.norm1(x + a)
     x = layer.norm2(x + layer.linear2(F.relu(layer.linear1(x))))
-    return x, (k, v)
+    return x, cache
 
 
 class CausalTransformerCore(nn.Module):
@@ -109,6 +130,9 @@ class CausalTransformerCore(nn.Module):
     steps seen before in this episode (None at the start); every output attends only to itself
     and earlier steps, so stepping one observation at a time gives the same outputs as one pass
     over the episode, at the cost of one step per step (the cache is not re-encoded).
+    Without gradients a state's key-value buffers are advanced in place: keep stepping from the
+    latest state only (stepping again from an older state of the episode rewrites the keys
+    and values of the steps after it).
     """
 
     def __init__(self, hidden: int, max_len: int = 256, layers: int = 2, heads: int = 4) -> None:
@@ -133,7 +157,8 @@ class CausalTransformerCore(nn.Module):
         x = h + self.pos[:, start:t]
         caches = []
         for i, layer in enumerate(self.body.layers):
-            x, kv = _cached_layer(layer, x, None if state is None else state[1][i])
+            cache = None if state is None else state[1][i]
+            x, kv = _cached_layer(layer, x, cache, start, self.max_len)
             caches.append(kv)
         return x, (t, caches)
 
@@ -171,6 +196,15 @@ class RunningMeanStd:
     def normalize(self, x: np.ndarray) -> np.ndarray:
         z = (np.asarray(x, np.float64) - self.mean) / np.sqrt(self.var + 1e-8)
         return np.clip(z, -self.clip, self.clip).astype(np.float32)
+
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2 * np.pi))
+
+
+def _gaussian_logp(a: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """log N(a; mean, diag(exp(log_std))^2) summed over the action dimensions."""
+    z = (a - mean) * torch.exp(-log_std)
+    return -(0.5 * z * z + log_std + _HALF_LOG_2PI).sum(-1)
 
 
 class ActorCritic(nn.Module):
@@ -312,7 +346,7 @@ class PPO:
         net = ActorCritic(obs_dim, self.hidden, self.kind, max(256, T)).to(self.device)
         opt = torch.optim.Adam(net.parameters(), lr=self.lr, eps=1e-5)
         iters = -(-self.total_steps // (n * T))
-        obs_buf = torch.zeros((n, T, obs_dim), device=self.device)
+        obs_buf = np.zeros((n, T, obs_dim), np.float32)
         act_buf = torch.zeros((n, T, 3), device=self.device)
         logp_buf = torch.zeros((n, T), device=self.device)
         val_buf = torch.zeros((n, T), device=self.device)
@@ -324,29 +358,31 @@ class PPO:
             obs, _ = env.reset(seed=int(gen.integers(2**31)))
             state = None
             success = np.zeros(n, bool)
-            with torch.no_grad():
+            with torch.inference_mode():
+                std = net.log_std.exp()
                 for t in range(T):
                     if self.normalize_obs:
                         rms.update(obs)
                         obs = rms.normalize(obs)
                     o = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+                    obs_buf[:, t] = obs
                     mean, value, state = net(o[:, None], state)
-                    mean, value = mean[:, 0], value[:, 0]
-                    std = net.log_std.exp()
+                    mean = mean[:, 0]
                     a = mean + std * torch.randn_like(mean)
-                    logp = torch.distributions.Normal(mean, std).log_prob(a).sum(-1)
-                    obs_buf[:, t], act_buf[:, t], logp_buf[:, t], val_buf[:, t] = o, a, logp, value
+                    act_buf[:, t], val_buf[:, t] = a, value[:, 0]
+                    logp_buf[:, t] = _gaussian_logp(a, mean, net.log_std)
                     a_env = a.clamp(-1.0, 1.0).cpu().numpy().astype(np.float64)
                     obs, r, _term, _trunc, info = env.step(a_env)
                     rew[:, t] = r
                 success = info["success"]
                 once = info["success_once"]
+            obs_t = torch.as_tensor(obs_buf, device=self.device)
             # finite-horizon GAE (the value after step T is 0)
             values = val_buf.cpu().numpy()
             adv = finite_horizon_gae(rew, values, self.gamma, self.gae_lambda)
             ret = torch.as_tensor(adv + values, dtype=torch.float32, device=self.device)
             adv_t = torch.as_tensor(adv, dtype=torch.float32, device=self.device)
-            stats = self._update(net, opt, obs_buf, act_buf, logp_buf, adv_t, ret, gen)
+            stats = self._update(net, opt, obs_t, act_buf, logp_buf, adv_t, ret, gen)
             stats.update(
                 iteration=it, env_steps=(it + 1) * n * T, success_at_end=float(success.mean()),
                 success_once=float(once.mean()), mean_return=float(rew.sum(1).mean()),
@@ -365,15 +401,13 @@ class PPO:
             for start in range(0, n - mb + 1, mb):
                 idx = torch.as_tensor(perm[start : start + mb], device=self.device)
                 mean, value, _ = net(obs[idx])
-                std = net.log_std.exp()
-                dist = torch.distributions.Normal(mean, std)
-                logp = dist.log_prob(act[idx]).sum(-1)
+                logp = _gaussian_logp(act[idx], mean, net.log_std)
                 ratio = (logp - logp_old[idx]).exp()
                 a = adv[idx]
                 a = (a - a.mean()) / (a.std() + 1e-8)
                 pg = torch.max(-a * ratio, -a * ratio.clamp(1 - self.clip, 1 + self.clip)).mean()
                 v_loss = 0.5 * ((value - ret[idx]) ** 2).mean()
-                ent = dist.entropy().sum(-1).mean()
+                ent = (0.5 + _HALF_LOG_2PI + net.log_std).sum()  # the same at every step
                 loss = pg + self.vf_coef * v_loss - self.ent_coef * ent
                 opt.zero_grad()
                 loss.backward()
@@ -396,7 +430,7 @@ class PPO:
             raise RuntimeError("PPO.fit must be called before acting")
         self._state = None
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions (num_envs, 3): the clipped Gaussian mean."""
         if self.net_ is None:
