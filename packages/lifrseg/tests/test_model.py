@@ -327,6 +327,38 @@ def test_flow_past_features_and_merged_gru_gates_match_the_formula():
     torch.testing.assert_close(gru(h, x), (1 - z) * h + z * qq, rtol=1e-5, atol=1e-6)
 
 
+def test_flow_first_iteration_motion_encoding_is_the_zero_flow_convolution():
+    """The first GRU iteration starts from zero flow; its flow encoding (computed as relu(bias),
+    without the 7x7 convolution) equals enc_flow applied to a zero field, in values and in the
+    gradient that reaches enc_flow's bias."""
+    from iclr26.lifrseg.models import ERaftLite
+
+    torch.manual_seed(1)
+    net = ERaftLite(5, iters=2)
+    with torch.no_grad():
+        net.enc_flow[0].bias.normal_()  # both signs, so the ReLU matters
+    seen = []
+    net.enc_out.register_forward_hook(lambda mod, inp, out: seen.append(inp[0]))
+    p, q = torch.randn(2, 5, 32, 32), torch.randn(2, 5, 32, 32)
+    net(p, q)["flow"].sum().backward()
+    fl0 = seen[0][:, 64:96]  # enc_out's input is [corr encoding (64), flow encoding (32)]
+    torch.testing.assert_close(fl0, net.enc_flow(torch.zeros(2, 2, 8, 8)), rtol=0, atol=0)
+    g_short = net.enc_flow[0].bias.grad.clone()
+    # the same loss with the convolution applied literally at the first iteration
+    net.zero_grad()
+    first = {"done": False}
+
+    def literal(mod, inp):
+        if first["done"]:
+            return None
+        first["done"] = True
+        return (torch.cat([inp[0][:, :64], net.enc_flow(torch.zeros(2, 2, 8, 8))], 1),)
+
+    net.enc_out.register_forward_pre_hook(literal)
+    net(p, q)["flow"].sum().backward()
+    torch.testing.assert_close(g_short, net.enc_flow[0].bias.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_flow_cache_equals_the_flow_network_and_refuses_changed_weights():
     """FlowCache: the stored flow and features equal a direct eval-mode call, a second call
     computes nothing, a query through the cache gives the same logits, a deep copy with equal

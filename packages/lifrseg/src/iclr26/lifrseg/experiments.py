@@ -125,11 +125,20 @@ def run_seed(seed: int, s: dict[str, Any], *, progress: bool = False) -> dict[st
             seg_fixed_model, **fc
         ),
         "feature warp w/o confidence": LiFRMethod(avg_model, **fc),
+        # image and label warping segment with the frame segmenter, as the HFR oracle and
+        # hold-last do (0.6.0 used LiFR-Seg's end-to-end fine-tuned segmenter for these two
+        # baselines only): the flow and ScoreNet are LiFR-Seg's
         "image warp": LiFRMethod(
-            model.variant(propagate="image", use_refine=False, use_memory=False), **fc
+            model.variant(
+                propagate="image", use_refine=False, use_memory=False, segmenter=seg_frozen
+            ),
+            **fc,
         ),
         "label warp": LiFRMethod(
-            model.variant(propagate="logits", use_refine=False, use_memory=False), **fc
+            model.variant(
+                propagate="logits", use_refine=False, use_memory=False, segmenter=seg_frozen
+            ),
+            **fc,
         ),
         "hold-last": HoldLast(seg_frozen),
         "early fusion": fusion,
@@ -220,6 +229,18 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> R
         for n in names
     ]
     report.add_table(f"mIoU (%) on SHF-Shapes test, mean ± sd over {len(seeds)} seed(s)", rows)
+    if len(seeds) > 1:  # the spread: is one seed an outlier, or do all move together?
+        j50 = deltas.index(0.05)
+        report.add_table(
+            "mIoU (%) at δt=50 ms per seed",
+            [
+                {
+                    "method": n,
+                    **{f"seed {sd}": float(100 * per[n][i, j50]) for i, sd in enumerate(seeds)},
+                }
+                for n in names
+            ],
+        )
     night = {n: np.array([r["night"][n] for r in runs]) for n in runs[0]["night"]}
     report.add_table(
         "zero-shot 'night' split (degraded RGB, events from the clean scene): mIoU (%)",
@@ -535,6 +556,12 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     }  # fmt: skip
     # sanity of the labels: backward-warping I_{t+δt} with the analytic flow must give I_t
     photo = {"analytic flow": [], "zero flow": [], "−analytic flow": []}
+    # most pixels fire no event in a short query window: EPE split by pixels with / without
+    # query events (summed end-point errors and pixel counts per δt, pooled over the split)
+    by_px = {
+        (f, where): np.zeros((len(deltas), 2))
+        for f in ("E-RAFT-lite (events)", "zero flow") for where in ("with", "without")
+    }  # fmt: skip
     with torch.no_grad():
         for i in range(len(d_test)):
             b = collate_anytime([d_test[i]])
@@ -548,6 +575,11 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
                     ("E-RAFT-lite, x and y swapped (diagnostic)", out.flip(1)),
                 ):  # fmt: skip
                     epe[name].append([q, float((f - gt).norm(dim=1).mean())])
+                fired = b["ev_query"][:, q].abs().sum(1) > 0  # [N, H, W]
+                for name, f in (("E-RAFT-lite (events)", out), ("zero flow", torch.zeros_like(gt))):
+                    err = (f - gt).norm(dim=1)
+                    for where, m in (("with", fired), ("without", ~fired)):
+                        by_px[name, where][q] += (float(err[m].sum()), int(m.sum()))
                 for name, f in (
                     ("analytic flow", gt), ("zero flow", torch.zeros_like(gt)),
                     ("−analytic flow", -gt),
@@ -577,6 +609,23 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             }
         )
     report.add_table("flow end-point error (px) on SHF-Shapes test", erows)
+    frac = by_px["zero flow", "with"][:, 1] / (
+        by_px["zero flow", "with"][:, 1] + by_px["zero flow", "without"][:, 1]
+    )
+    report.add_table(
+        "flow EPE (px) on SHF-Shapes test, split by pixels with / without events in the query window",
+        [{"pixels": "share of pixels with query events",
+          **{f"δt={1000 * d:g} ms": float(frac[j]) for j, d in enumerate(deltas)}}]
+        + [
+            {"pixels": f"{name}, pixels {where} query events",
+             **{f"δt={1000 * d:g} ms": float(v[j, 0] / max(v[j, 1], 1)) for j, d in enumerate(deltas)}}
+            for (name, where), v in by_px.items()
+        ],
+    )  # fmt: skip
+    ev_ours, ev_zero = (
+        float(by_px[n, "with"][:, 0].sum() / max(by_px[n, "with"][:, 1].sum(), 1))
+        for n in ("E-RAFT-lite (events)", "zero flow")
+    )
     prows = []
     for name, vals in photo.items():
         a = np.array(vals)
@@ -592,6 +641,11 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     e_zero = np.mean([v for _, v in epe["zero flow"]])
     report.check(
         "E-RAFT-lite EPE below zero flow", e_ours < e_zero, f"{e_ours:.2f} vs {e_zero:.2f} px"
+    )
+    report.check(
+        "E-RAFT-lite EPE below zero flow on pixels with query events (pooled over δt)",
+        ev_ours < ev_zero,
+        f"{ev_ours:.3f} vs {ev_zero:.3f} px",
     )
 
     from torch.utils.flop_counter import FlopCounterMode
@@ -666,6 +720,10 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
             "× HFR oracle (per round, median)": float(np.median(a / (1e3 * base))),
         })  # fmt: skip
     report.add_table("cost of one anytime query at 64×64 (batch 1)", crows)
+    report.add_table(
+        "where a frame's first query spends its time (eager path, torch.profiler, one thread)",
+        _query_breakdown(model, one, 5 if quick else 20),
+    )
     row = {r["method"]: r for r in crows}
     med, cpu_med = "ms / query (1 thread, median)", "CPU ms / query (thread time, median)"
     speed = {  # traced / eager, per round (the same load hits both)
@@ -704,6 +762,67 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
         f"Machine load at the end: {_load()}; timings are medians of repeats, one thread, ratios within one run."
     )
     return report
+
+
+def _query_breakdown(model: LiFRSeg, one: dict[str, torch.Tensor], rounds: int) -> list[dict]:
+    """Where one eager query's time goes, per module, from ``torch.profiler`` (one thread): each
+    stage of :meth:`LiFRSeg.forward` called in order under a ``record_function`` label, for a
+    frame's first query (the frame encoding included) with a full memory bank (4 earlier maps:
+    the memory attention's largest cost)."""
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from iclr26.lifrseg.splat import resize_flow, softmax_splat_with_coverage
+
+    img, past, query = one["image"], one["ev_past"], one["ev_query"][:, 0]
+    h, w = img.shape[-2:]
+    deep = model.config.memory_level
+
+    def run() -> None:
+        with record_function("encoder (TinyMiT on I_t)"):
+            feats = model.segmenter.features(img)
+        with record_function("flow: encode the past grid"):
+            past_f = model.flownet.encode(past)
+        with record_function("flow: E-RAFT-lite on the query grid"):
+            fl = model.flownet(past, query, all_iterations=False, past_features=past_f)
+        with record_function("ScoreNet"):
+            score = model.scorenet(fl["features"], (h, w))
+        new = []
+        for i, f in enumerate(feats):
+            with record_function("softmax splat (4 scales)"):
+                size = f.shape[-2:]
+                metric = F.interpolate(score, size=size, mode="area") if size != (h, w) else score
+                g, cover = softmax_splat_with_coverage(
+                    f, resize_flow(fl["flow"], size), metric, model.config.splat_mode
+                )
+            with record_function("RefineNet (4 scales)"):
+                g = model.refine[i](g, (cover < 1e-3).to(g.dtype))
+            new.append(g)
+        with record_function("temporal memory attention (4 maps)"):
+            new[deep] = model.memory_attn(new[deep], [new[deep]] * model.config.memory_len)
+        with record_function("all-MLP decoder"):
+            model.segmenter.decode(new, (h, w))
+
+    with torch.inference_mode():
+        run()  # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("whole query"):
+            for _ in range(rounds):
+                run()
+    stats = {e.key: e.cpu_time_total / rounds / 1e3 for e in prof.key_averages()}
+    total = stats.pop("whole query")
+    names = [
+        "encoder (TinyMiT on I_t)", "flow: encode the past grid",
+        "flow: E-RAFT-lite on the query grid", "ScoreNet", "softmax splat (4 scales)",
+        "RefineNet (4 scales)", "temporal memory attention (4 maps)", "all-MLP decoder",
+    ]  # fmt: skip
+    rows = [
+        {"stage": n, "ms / query (profiler CPU time)": stats.get(n, 0.0),
+         "share of the query": stats.get(n, 0.0) / total}
+        for n in names
+    ]  # fmt: skip
+    rows.append({"stage": "whole query (profiled)", "ms / query (profiler CPU time)": total,
+                 "share of the query": 1.0})  # fmt: skip
+    return rows
 
 
 def _load() -> str:

@@ -378,7 +378,11 @@ class ERaftLite(nn.Module):
         flows = []
         for i in range(self.iters):
             c = self.enc_corr(corr(coords0 + flow))
-            fl = self.enc_flow(flow)
+            if i == 0:  # the flow starts at zero: its encoding is relu(bias), no 7x7 convolution
+                conv = self.enc_flow[0]
+                fl = torch.relu(conv.bias).view(1, -1, 1, 1).expand(n, -1, h, w)
+            else:
+                fl = self.enc_flow(flow)
             motion = torch.cat([self.enc_out(torch.cat([c, fl], 1)), flow], 1)
             net = self.gru(net, torch.cat([motion, ctx], 1))
             flow = flow + self.flow_head(net)
