@@ -8,6 +8,7 @@ import torch
 
 from iclr26.fastcar import (
     FrameLayout,
+    PackedMLP,
     PatchTokenizer,
     ReplayConfig,
     TinyARVideoLM,
@@ -21,6 +22,7 @@ from iclr26.fastcar import (
     generate_video,
     mlp_row_cost,
     moving_digits,
+    pack_mlps,
     row_padding_from_costs,
     temporal_attention_score,
     token_agreement,
@@ -95,6 +97,11 @@ CASES = [
     (lambda m: mlp_row_cost(_native(), 8, [9]), ValueError, "rows"),
     (lambda m: mlp_row_cost(_native(), 8, layer=2), ValueError, "layer"),
     (lambda m: mlp_row_cost(_native(), 8, repeats=0), ValueError, "repeats"),
+    (lambda m: PackedMLP(torch.nn.Linear(2, 2)), TypeError, "gate_proj"),
+    (lambda m: PackedMLP(m.model.layers[0].mlp, batch_hint=0), ValueError, "batch_hint"),
+    (lambda m: pack_mlps(torch.nn.Linear(2, 2)), TypeError, "expected"),
+    (lambda m: generate_video(m, torch.ones(2, 3, dtype=torch.long), 4,
+                              cache_implementation="paged"), ValueError, "cache_implementation"),
 ]  # fmt: skip
 
 

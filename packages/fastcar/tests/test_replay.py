@@ -271,3 +271,43 @@ def test_hf_static_cache_replays_like_the_native_decoder(make_llama):
         assert h.stats.rows_replayed == ref.state.stats.rows_replayed
     assert sum(ref.state.stats.rows_replayed) > 0
     assert torch.equal(out, ref.tokens)
+
+
+def test_packed_mlp_is_the_same_function_dense_and_under_replay(make_llama):
+    """``PackedMLP`` (fused gate/up weight, oneDNN pre-packed on CPU float32) computes the SwiGLU
+    MLP it packs; a packed HF model and a packed native model decode the same tokens as the
+    unpacked ones, densely and with replay (the replay wrapper sees the packed MLP's rows)."""
+    from iclr26.fastcar import PackedMLP, pack_mlps
+
+    m = make_llama()
+    mlp = m.model.layers[0].mlp
+    x = torch.randn(7, 1, m.config.hidden_size, generator=torch.Generator().manual_seed(3))
+    for onednn in (True, False):
+        pm = PackedMLP(mlp, batch_hint=4, onednn=onednn)
+        for rows in (1, 3, 7):
+            torch.testing.assert_close(pm(x[:rows]), mlp(x[:rows]), rtol=1e-5, atol=1e-6)
+        assert pm(x[:, 0]).shape == (7, m.config.hidden_size)  # any leading shape
+    ids = _prefix(4, seed=5)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0)
+    native = TinyARVideoLM.from_hf(m)
+    ref_dense = native.decode(ids, 3 * N, keep_logits=True)
+    ref = native.decode(ids, 3 * N, replay=cfg, keep_logits=True)
+    dense_hf, _ = generate_video(m, ids, 3 * N)
+    pack_mlps(native, batch_hint=4)
+    pack_mlps(m, batch_hint=4)
+    assert isinstance(native.model.layers[1].mlp, PackedMLP)
+    assert isinstance(m.model.layers[1].mlp, PackedMLP)
+    assert set(TinyARVideoLM.from_hf(m).state_dict()) == set(native.state_dict())  # same keys
+    out_dense = native.decode(ids, 3 * N, keep_logits=True)
+    out = native.decode(ids, 3 * N, replay=cfg, keep_logits=True)
+    assert torch.equal(out_dense.tokens, ref_dense.tokens)
+    torch.testing.assert_close(out_dense.logits, ref_dense.logits, rtol=1e-4, atol=1e-5)
+    assert torch.equal(out.tokens, ref.tokens)
+    assert out.state.stats.rows_replayed == ref.state.stats.rows_replayed
+    assert sum(ref.state.stats.rows_replayed) > 0
+    torch.testing.assert_close(out.logits, ref.logits, rtol=1e-4, atol=1e-5)
+    with enable_fastcar(m, cfg) as h:
+        hf_tokens, _ = generate_video(m, ids, 3 * N, cache_implementation="static")
+        assert h.stats.rows_replayed == ref.state.stats.rows_replayed
+    assert torch.equal(hf_tokens, ref.tokens)
+    assert torch.equal(generate_video(m, ids, 3 * N)[0], dense_hf)

@@ -20,7 +20,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "score": ["temporal_attention_score", "reference_scale"],
         "replay": ["ReplayConfig", "ReplayMLP", "ReplayState", "ReplayStats"],
         "hf": ["FastCarHandle", "enable_fastcar", "find_decoder_layers", "generate_video"],
-        "models": ["DecodeResult", "TinyARVideoLM", "position_noise", "sink_window_mask"],
+        "models": [
+            "DecodeResult", "PackedMLP", "TinyARVideoLM", "pack_mlps", "position_noise",
+            "sink_window_mask",
+        ],
         "calibrate": ["calibrate", "calibrate_thresholds", "decode", "record"],
         "cost": ["amdahl_bound", "decode_macs"],
         "metrics": ["drift_slope", "frame_psnr", "spearman_per_layer", "token_agreement"],

@@ -13,7 +13,7 @@ from iclr26.fastcar.cost import amdahl_bound
 from iclr26.fastcar.data import DigitClassifier
 from iclr26.fastcar.layout import FrameLayout
 from iclr26.fastcar.metrics import drift_slope, frame_psnr, spearman_per_layer, token_agreement
-from iclr26.fastcar.models import TinyARVideoLM
+from iclr26.fastcar.models import TinyARVideoLM, pack_mlps
 from iclr26.fastcar.replay import ReplayConfig
 from iclr26.fastcar.toy import (
     ToyModel,
@@ -262,17 +262,31 @@ def decode_sweep(
 
 
 def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int, seed: int,
-           hf: bool, overhead: bool = True, unpadded: bool = True) -> tuple[list[dict], ...]:  # fmt: skip
+           hf: bool, overhead: bool = True, unpadded: bool = True, packed: bool = True,
+           unpacked: bool = False, hf_static: bool = False) -> tuple[list[dict], ...]:  # fmt: skip
     """Per-token latency of dense vs FastCar at calibrated rates (random-init bench model), for
     each batch size (batch 1: one video at a time, where a replay skips a whole MLP call).
 
+    ``packed``: both the dense and the replay runs use :func:`pack_mlps` (fused gate/up weight,
+    oneDNN pre-packed); ``unpacked``: each target rate >= 0.5 is also timed (batch > 1) with the
+    plain ``nn.Linear`` MLPs (dense unpacked too, no padding). ``hf_static``: each target rate
+    >= 0.5 is also timed (batch > 1, HF only) with ``generate``'s static KV cache for both the
+    dense and the replay run (the default is the dynamic cache).
+
     Returns the time splits (E0), the speed rows, the MLP row-cost table (batch > 1), the
     overhead rows (TAS and bookkeeping computed, nothing replayed) and the row-padding maps
-    (batch > 1: each rate is timed with the measured padding map and without padding)."""
+    (batch > 1: each target rate >= 0.5 is also timed without padding)."""
+    import copy
+
     from iclr26.fastcar.hf import enable_fastcar, generate_video
 
-    model, vocab = build_model(preset, seed=seed)
-    native = TinyARVideoLM.from_hf(model)
+    model_u, vocab = build_model(preset, seed=seed)
+    native_u = TinyARVideoLM.from_hf(model_u)
+    models = {False: (model_u, native_u)}
+    if packed:  # dense and replay runs both use the packed MLPs
+        models[True] = (pack_mlps(copy.deepcopy(model_u), batch_hint=max(batches)),
+                        pack_mlps(copy.deepcopy(native_u), batch_hint=max(batches)))  # fmt: skip
+    native = models[packed][1]
     n = vocab.tokens_per_frame
     num_tokens = frames * n
     layout = FrameLayout(n, vocab.prefix_len)
@@ -282,8 +296,15 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
     for batch in batches:
         prefix = torch.randint(0, vocab.vocab_size, (batch, vocab.prefix_len), generator=g)
         split = time_split(native, prefix, num_tokens, repeats=repeats)
+        split["packed_mlp"] = packed
         splits.append(split)
         f = split["f_mlp"]
+        f_u = f
+        if packed and unpacked:
+            su = time_split(native_u, prefix, num_tokens, repeats=repeats)
+            su["packed_mlp"] = False
+            splits.append(su)
+            f_u = su["f_mlp"]
         # every kept-row count: the row-cost bound and the GEMM-shape padding map
         cost = (mlp_row_cost(native, batch, range(1, batch + 1), repeats=repeats, calls=10)
                 if batch > 1 else [])  # fmt: skip
@@ -292,56 +313,67 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
         if padding is not None:
             pads.append({"batch": batch, "row_padding": str(padding)})
         # "overhead": TAS and the replay bookkeeping run, nothing is replayed (tau = 1e30)
-        jobs = [(None, None)] if overhead else []
+        jobs = [(None, None, packed, None)] if overhead else []
         for r in rates:
-            jobs.append((r, padding))
+            jobs.append((r, padding, packed, None))
+            if r < 0.5:  # the comparisons only where the speed target applies
+                continue
             if padding and unpadded:  # the same rate without padding: what padding gives
-                jobs.append((r, None))
+                jobs.append((r, None, packed, None))
+            if packed and unpacked and batch > 1:  # plain nn.Linear MLPs, dense and replay
+                jobs.append((r, None, False, None))
+            if hf and hf_static and batch > 1:  # HF with a static KV cache, dense and replay
+                jobs.append((r, padding, packed, "static"))
         tau_cache: dict = {}
-        for r, pad in jobs:
+        for r, pad, pk, hf_cache in jobs:
+            hf_model, nat = models[pk]
             cfg = ReplayConfig(layout, seed=seed, row_padding=pad)
             if r is not None and r not in tau_cache:
                 tau_cache[r] = calibrate(native, calib, num_tokens, cfg, r)
             cfg.thresholds = 1e30 if r is None else tau_cache[r]
-            for backend in ("native", "hf") if hf else ("native",):
+            backends = ("native", "hf") if hf else ("native",)
+            for backend in ("hf",) if hf_cache else backends:
                 state = {}
                 if backend == "native":
 
-                    def dense_fn(prefix=prefix):
-                        native.decode(prefix, num_tokens)
+                    def dense_fn(prefix=prefix, nat=nat):
+                        nat.decode(prefix, num_tokens)
 
-                    def fc_fn(cfg=cfg, state=state, prefix=prefix):
-                        state["stats"] = native.decode(prefix, num_tokens, replay=cfg).state.stats
+                    def fc_fn(cfg=cfg, state=state, prefix=prefix, nat=nat):
+                        state["stats"] = nat.decode(prefix, num_tokens, replay=cfg).state.stats
 
                 else:
 
-                    def dense_fn(prefix=prefix):
-                        generate_video(model, prefix, num_tokens)
+                    def dense_fn(prefix=prefix, m=hf_model, c=hf_cache):
+                        generate_video(m, prefix, num_tokens, cache_implementation=c)
 
-                    def fc_fn(cfg=cfg, state=state, prefix=prefix):
-                        with enable_fastcar(model, cfg) as hh:
-                            generate_video(model, prefix, num_tokens)
+                    def fc_fn(cfg=cfg, state=state, prefix=prefix, m=hf_model, c=hf_cache):
+                        with enable_fastcar(m, cfg) as hh:
+                            generate_video(m, prefix, num_tokens, cache_implementation=c)
                             state["stats"] = hh.stats
 
                 t = _paired(dense_fn, fc_fn, repeats)
                 rr = state["stats"].replay_rate()
                 speed = 1.0 / t["ratio"]
                 if r is None:
-                    over.append({"backend": backend, "batch": batch, "replay_rate_all": rr,
-                                 "latency_ratio": t["ratio"],
+                    over.append({"backend": backend, "batch": batch, "packed_mlp": pk,
+                                 "hf_cache": hf_cache or "dynamic",
+                                 "replay_rate_all": rr, "latency_ratio": t["ratio"],
                                  "latency_ratio_iqr": t["ratio_iqr"], "speedup": speed,
                                  "dense_ms_tok": 1e3 * t["a"] / num_tokens})  # fmt: skip
                     continue
-                bound = amdahl_bound(f, rr)
+                bound = amdahl_bound(f if pk == packed else f_u, rr)
                 # what the measured MLP cost of the kept rows allows (batch 1: a replay skips
-                # the whole call, so this is Amdahl's bound)
+                # the whole call, so this is Amdahl's bound); the cost table is the packed one
                 saved = rr if batch == 1 else 1.0 - _row_cost_at(cost, batch * (1.0 - rr), pad)
                 row_bound = amdahl_bound(f, min(1.0, max(0.0, saved)))
                 rows.append({
-                    "backend": backend, "batch": batch, "target": r, "padded": bool(pad),
-                    "replay_rate_all": rr,
+                    "backend": backend, "batch": batch, "target": r, "packed_mlp": pk,
+                    "padded": bool(pad), "hf_cache": (hf_cache or "dynamic") if backend == "hf"
+                    else "-", "replay_rate_all": rr,
                     "latency_ratio": t["ratio"], "latency_ratio_iqr": t["ratio_iqr"],
-                    "speedup": speed, "amdahl": bound, "row_cost_bound": row_bound,
+                    "speedup": speed, "amdahl": bound,
+                    "row_cost_bound": row_bound if pk == packed else None,
                     "of_bound": speed / bound, "dense_ms_tok": 1e3 * t["a"] / num_tokens,
                 })  # fmt: skip
     return splits, rows, costs, over, pads
@@ -349,7 +381,11 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
 
 def _main_rows(speed_rows: list[dict]) -> list[dict]:
     """The speed rows of the configured method: padded where a batch has a padding map (the
-    unpadded rows at the same rates show what the padding gives)."""
+    unpadded rows at the same rates show what the padding gives), with the packed MLPs where
+    they ran (the unpacked rows show what packing gives)."""
+    speed_rows = [r for r in speed_rows if r.get("hf_cache") != "static"]
+    if any(r.get("packed_mlp") for r in speed_rows):
+        speed_rows = [r for r in speed_rows if r.get("packed_mlp")]
     padded = {r["batch"] for r in speed_rows if r["padded"]}
     return [r for r in speed_rows if r["padded"] or r["batch"] not in padded]
 
@@ -516,8 +552,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
                     "at most 0.85x dense and reaches >= 80% of the Amdahl bound, on HF and native.",
                     seed=seed, backends=["torch", "transformers"], config={"quick": quick})  # fmt: skip
     splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
-                                             frames=4 if quick else 8, repeats=3 if quick else 7,
-                                             seed=seed, hf=True)  # fmt: skip
+                                             frames=4 if quick else 8, repeats=3 if quick else 5,
+                                             seed=seed, hf=True, unpacked=True,
+                                             hf_static=True)  # fmt: skip
     report.add_table("time split (native)", splits)
     report.add_table("MLP time on k gathered rows / all 32 rows (bench model layer 0)", costs)
     report.add_table("replay-path overhead: TAS computed, nothing replayed (latency vs dense)",
@@ -529,16 +566,20 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     )
     report.note("Bench model: random-init LLaMA with LLaMA-2-7B proportions (hidden 512, MLP 1376, "
                 "head dim 128, 4 layers; the MLP holds 66.8 % of the weight MACs). row_cost_bound: "
-                "Amdahl with the measured MLP cost of the kept rows instead of the row count.")  # fmt: skip
-    for r in _main_rows(speed_rows):
+                "Amdahl with the measured MLP cost of the kept rows instead of the row count. "
+                "packed_mlp: dense and replay both with fused, oneDNN pre-packed MLP weights "
+                "(pack_mlps); hf_cache: generate's KV cache for dense and replay.")  # fmt: skip
+    static = [r for r in speed_rows if r.get("hf_cache") == "static"]
+    for r in _main_rows(speed_rows) + static:
         if r["replay_rate_all"] >= 0.5 and r["batch"] == 32:
+            name = r["backend"] + (" (static cache)" if r.get("hf_cache") == "static" else "")
             report.check(
-                f"{r['backend']} batch 32 r={r['replay_rate_all']:.2f}: latency <= 0.85x dense",
+                f"{name} batch 32 r={r['replay_rate_all']:.2f}: latency <= 0.85x dense",
                 r["latency_ratio"] <= 0.85,
                 f"{r['latency_ratio']:.3f}x",
             )
             report.check(
-                f"{r['backend']} batch 32 r={r['replay_rate_all']:.2f}: >= 80% of Amdahl bound",
+                f"{name} batch 32 r={r['replay_rate_all']:.2f}: >= 80% of Amdahl bound",
                 r["speedup"] >= 0.8 * r["amdahl"],
                 f"{r['speedup']:.3f}x of bound {r['amdahl']:.3f}x",
             )

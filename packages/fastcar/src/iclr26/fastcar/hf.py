@@ -257,11 +257,14 @@ def generate_video(
     allowed_vocab: int | None = None,
     keep_logits: bool = False,
     noise_seed: int | None = None,
+    cache_implementation: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Greedy (or fixed-noise Gumbel-max, ``noise_seed``) ``model.generate`` of exactly ``num_tokens`` tokens after ``prefix`` ``(B, P)``.
 
     ``allowed_vocab`` suppresses ids ``>= allowed_vocab`` (non-image tokens); ``noise_seed``
-    adds the same per-position Gumbel noise as the native decoder (a logits processor). Returns
+    adds the same per-position Gumbel noise as the native decoder (a logits processor);
+    ``cache_implementation`` is passed to ``generate`` (``"static"``: a preallocated KV cache,
+    ``None``: the dynamic default). Returns
     ``(tokens (B, P + num_tokens), raw logits (B, num_tokens, V) or None)``.
     """
     if not isinstance(prefix, torch.Tensor) or prefix.ndim != 2 or prefix.shape[1] < 1:
@@ -272,6 +275,10 @@ def generate_video(
         raise TypeError(f"prefix must hold integer token ids, got {prefix.dtype}")
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
         raise ValueError(f"num_tokens must be a positive integer, got {num_tokens!r}")
+    if cache_implementation not in (None, "static", "dynamic"):
+        raise ValueError(
+            f"cache_implementation must be None, 'static' or 'dynamic', got {cache_implementation!r}"
+        )
     vocab = model.config.vocab_size
     suppress = list(range(allowed_vocab, vocab)) if allowed_vocab is not None else None
     processors = None
@@ -296,6 +303,7 @@ def generate_video(
         min_new_tokens=num_tokens, do_sample=False, suppress_tokens=suppress,
         output_logits=keep_logits, return_dict_in_generate=True, pad_token_id=0,
         eos_token_id=None, use_cache=True, logits_processor=processors,
+        **({} if cache_implementation is None else {"cache_implementation": cache_implementation}),
     )  # fmt: skip
     logits = torch.stack(out.logits, 1) if keep_logits else None
     return out.sequences, logits

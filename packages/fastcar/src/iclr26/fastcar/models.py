@@ -18,7 +18,10 @@ from torch import nn
 from iclr26.fastcar.hf import apply_rope
 from iclr26.fastcar.replay import ReplayConfig, ReplayState
 
-__all__ = ["DecodeResult", "TinyARVideoLM", "position_noise", "sink_window_mask"]
+__all__ = [
+    "DecodeResult", "PackedMLP", "TinyARVideoLM", "pack_mlps", "position_noise",
+    "sink_window_mask",
+]  # fmt: skip
 
 
 def position_noise(batch: int, num_tokens: int, vocab: int, seed: int) -> torch.Tensor:
@@ -51,6 +54,103 @@ class _MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def _onednn_pack(weight: torch.Tensor, batch_hint: int):
+    """oneDNN's blocked layout of a ``(out, in)`` linear weight, or ``None`` where unavailable."""
+    if weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return None
+    if not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), batch_hint)
+        probe = torch.zeros(1, weight.shape[1])
+        torch.ops.mkldnn._linear_pointwise(probe, packed, None, "none", [], "")
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return None
+    return packed
+
+
+class PackedMLP(nn.Module):
+    """A LLaMA SwiGLU MLP ``down(silu(gate(x)) * up(x))`` with one fused gate/up weight and, on a
+    float32 CPU tensor with oneDNN, weights pre-packed in oneDNN's blocked layout (no re-layout
+    at every call; the GEMM of a few rows costs less of the full batch's). Same function as the
+    MLP it packs (up to float rounding); the original ``gate_proj``/``up_proj``/``down_proj`` are
+    kept, so ``state_dict`` keys are unchanged. Inference only: the packed copies do not follow
+    later changes of the weights (pack again).
+
+    Args:
+        mlp: a module with bias-free ``gate_proj``, ``up_proj``, ``down_proj`` linears.
+        batch_hint: the row count oneDNN tunes the packed layout for (any count works).
+        onednn: use oneDNN packing where available (``False``: the fused weight with
+            ``F.linear``).
+    """
+
+    def __init__(self, mlp: nn.Module, batch_hint: int = 32, onednn: bool = True) -> None:
+        super().__init__()
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            lin = getattr(mlp, name, None)
+            if not isinstance(lin, nn.Linear):
+                raise TypeError(
+                    f"mlp must have nn.Linear gate_proj, up_proj and down_proj (LLaMA SwiGLU), "
+                    f"{name} is {type(lin).__name__}"
+                )
+            if lin.bias is not None:
+                raise ValueError(f"mlp.{name} has a bias: PackedMLP packs bias-free MLPs only")
+        act = getattr(mlp, "act_fn", None)
+        if act is not None and not (
+            isinstance(act, nn.SiLU) or type(act).__name__ == "SiLUActivation"
+        ):
+            raise ValueError(f"mlp.act_fn must be SiLU, got {type(act).__name__}")
+        if isinstance(batch_hint, bool) or not isinstance(batch_hint, int) or batch_hint < 1:
+            raise ValueError(f"batch_hint must be a positive integer, got {batch_hint!r}")
+        self.gate_proj, self.up_proj, self.down_proj = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+        self.d_ff = self.gate_proj.out_features
+        with torch.no_grad():
+            self.gate_up = torch.cat((self.gate_proj.weight, self.up_proj.weight), 0).contiguous()
+            self.down = self.down_proj.weight.detach().contiguous()
+        self.packed = None
+        if onednn:
+            pgu = _onednn_pack(self.gate_up, batch_hint)
+            pd = _onednn_pack(self.down, batch_hint)
+            if pgu is not None and pd is not None:
+                self.packed = (pgu, pd)
+
+    @property
+    def onednn(self) -> bool:
+        """Whether the oneDNN pre-packed kernels run (else fused ``F.linear``)."""
+        return self.packed is not None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        if self.packed is not None and x2.dtype == torch.float32 and x2.device.type == "cpu":
+            lin = torch.ops.mkldnn._linear_pointwise
+            h = lin(x2, self.packed[0], None, "none", [], "")
+            g, u = h[:, : self.d_ff], h[:, self.d_ff :]
+            y = lin(F.silu(g) * u, self.packed[1], None, "none", [], "")
+        else:
+            h = F.linear(x2, self.gate_up.to(x2))
+            g, u = h[:, : self.d_ff], h[:, self.d_ff :]
+            y = F.linear(F.silu(g) * u, self.down.to(x2))
+        return y.reshape(*shape[:-1], y.shape[-1])
+
+
+def pack_mlps(model: nn.Module, batch_hint: int = 32, onednn: bool = True) -> nn.Module:
+    """Replace every decoder layer's MLP of ``model`` (a :class:`TinyARVideoLM` or a HF
+    LLaMA-like model) by a :class:`PackedMLP`, in place; returns ``model``. Apply it before
+    :func:`iclr26.fastcar.enable_fastcar` (which then wraps the packed MLPs), and to the dense
+    model a replay run is compared with."""
+    if isinstance(model, TinyARVideoLM):
+        layers = list(model.model.layers)
+    else:
+        from iclr26.fastcar.hf import find_decoder_layers
+
+        _, layers = find_decoder_layers(model)
+    for layer in layers:
+        if not isinstance(layer.mlp, PackedMLP):
+            layer.mlp = PackedMLP(layer.mlp, batch_hint=batch_hint, onednn=onednn)
+    return model
 
 
 class _Attention(nn.Module):
