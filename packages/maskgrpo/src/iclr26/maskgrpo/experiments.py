@@ -360,9 +360,8 @@ def _image_e2(
 
 def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Report:
     """E1 + E2 + E3 (quick: :data:`QUICK_PLAN`, 1 seed on Sort-8 (20 steps) and Sudoku-4×4 (10
-    steps); default:
-    :data:`DEFAULT_PLAN`, 3 seeds each on Sort-8 (40 steps, with the unfixed-seed ablation),
-    Digits-T2I 4×4 (20 steps), Sudoku-4×4 (20 steps) and Add-3 (40 steps)), E2 also on
+    steps); default: :data:`DEFAULT_PLAN`, 3 seeds each on Sort-8 (40 steps, with the unfixed-seed
+    ablation), Digits-T2I 4×4 (20 steps), Sudoku-4×4 (20 steps) and Add-3 (40 steps)), E2 also on
     Digits-T2I with sample grids (PNG; the default run adds the 8×8 preset)."""
     torch.set_num_threads(1)  # tiny models: one thread is faster on a shared 2-core machine
     plan, eval_every = (QUICK_PLAN if quick else DEFAULT_PLAN), 10
@@ -753,11 +752,11 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True) -> Repor
     fwd_eff = (n_fwd * n_seq * flops_fwd / r["forwards"]) / peak
     mm_share = r["mm_forward"] / r["forwards"]
 
-    def med_iqr(v):
-        return f"{np.median(v):.2f} (IQR {np.subtract(*np.percentile(v, [75, 25])):.2f})"
-
     def iqr_(v):
         return float(np.subtract(*np.percentile(v, [75, 25])))
+
+    def med_iqr(v):
+        return f"{np.median(v):.2f} (IQR {iqr_(v):.2f})"
 
     mflop = flops_fwd / 1e6
     report.add_table(

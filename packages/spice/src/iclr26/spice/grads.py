@@ -6,8 +6,8 @@ from ONE batched backward with hooks (a linear layer's per-sample gradient is th
 of its output gradient and input), and projects them through a Kronecker-factored projector
 without materialising them. ``torch.func`` ``vmap(grad(...))`` is the general fallback (also
 traced once and compiled by inductor, which fuses the per-example outer products into the
-result), and a plain loop of single-example backward passes (what the official code does) the reference; all
-give the same matrix.
+result), and a plain loop of single-example backward passes (what the official code does) the
+reference; all give the same matrix.
 """
 
 from __future__ import annotations
@@ -664,8 +664,8 @@ def _compiled_flat_grads(
     chunk_size: int | None,
 ) -> torch.Tensor:
     """The flat ``(n, d)`` matrix of ``vmap(grad(loss))`` on the batch ``tree_unflatten(leaves,
-    spec)``, from a program that is traced once
-    (``make_fx``, fake tensors) and compiled by inductor, then cached.
+    spec)``, from a program that is traced once (``make_fx``, fake tensors) and compiled by
+    inductor, then cached.
 
     The program takes the parameters, the other parameters and buffers, and the batch's tensors
     as inputs (so in-place weight updates are seen) and is reused while :func:`_program_key` is
