@@ -306,8 +306,9 @@ def test_frame_encoding_reused_across_queries_gives_the_same_outputs():
 
 def test_flow_past_features_and_merged_gru_gates_match_the_formula():
     """ERaftLite with past_features=encode(ev_past) equals the uncached forward; the ConvGRU
-    (update and reset gates in one convolution) equals the written-out RAFT ConvGRU
-    z = σ(W_z[h, x]), r = σ(W_r[h, x]), q = tanh(W_q[r h, x]), h' = (1 − z) h + z q."""
+    (update and reset gates in one convolution, the context's share computed once) equals the
+    written-out RAFT ConvGRU z = σ(W_z[h, x]), r = σ(W_r[h, x]), q = tanh(W_q[r h, x]),
+    h' = (1 − z) h + z q."""
     from iclr26.lifrseg.models import ERaftLite
 
     torch.manual_seed(0)
@@ -324,7 +325,8 @@ def test_flow_past_features_and_merged_gru_gates_match_the_formula():
     z = torch.sigmoid(F.conv2d(hx, gru.z.weight, gru.z.bias, padding=1))
     r = torch.sigmoid(F.conv2d(hx, gru.r.weight, gru.r.bias, padding=1))
     qq = torch.tanh(F.conv2d(torch.cat([r * h, x], 1), gru.q.weight, gru.q.bias, padding=1))
-    torch.testing.assert_close(gru(h, x), (1 - z) * h + z * qq, rtol=1e-5, atol=1e-6)
+    ours = gru(h, x[:, :64], gru.context(x[:, 64:]))  # x = [motion (64), context (32)]
+    torch.testing.assert_close(ours, (1 - z) * h + z * qq, rtol=1e-5, atol=1e-6)
 
 
 def test_flow_first_iteration_motion_encoding_is_the_zero_flow_convolution():
@@ -424,10 +426,11 @@ def test_fit_lifrseg_with_flow_cache_trains_as_without():
 
 
 def test_traced_inference_path_equals_the_eager_path():
-    """The optimised path (frame encoding, flow + ScoreNet and decoder as traced graphs) gives
-    the eager path's logits, flow and score along a chain of queries with memory, with an
-    empty query window in the batch (anytime identity), shares the model's parameters (a
-    weight change after tracing is seen), and predict_anytime gives the same either way."""
+    """The optimised path (frame encoding; flow, ScoreNet, splatting and RefineNet; decoder, as
+    traced graphs) gives the eager path's logits, flow and score along a chain of queries with
+    memory, with an empty query window in the batch (anytime identity), shares the model's
+    parameters (a weight change after tracing is seen), and predict_anytime gives the same
+    either way."""
     m = _model()
     for p in m.parameters():
         p.data.add_(0.05 * torch.randn_like(p))
@@ -451,6 +454,7 @@ def test_traced_inference_path_equals_the_eager_path():
             torch.testing.assert_close(got[0]["logits"][:1], seg, rtol=1e-4, atol=1e-5)
             m.flownet.flow_head[-1].bias.add_(0.5)
             m.scorenet.net[0].weight.mul_(1.5)
+            m.refine[1].c2.weight.add_(0.1)
         with pytest.raises(ValueError, match="finite"):
             m(img, past, queries[0] * float("nan"), traced=True)
     ev = _events()
@@ -458,3 +462,71 @@ def test_traced_inference_path_equals_the_eager_path():
     b = m.predict_anytime(img[0], ev, 0.1, [0.1, 0.12, 0.2])
     for x, y in zip(a, b, strict=True):
         torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-5)
+
+
+def _eraft_reference(net, ev_past, ev_query, iters):
+    """E-RAFT-lite written out the plain way, module by module: both encoders run separately
+    (the feature encoder on both grids), the ConvGRU on [h, motion, context] with three separate
+    convolutions, the flow and mask heads as their own Sequentials, RAFT's lookup by grid_sample
+    at every pyramid level."""
+    f1, f2 = net.fnet.net(ev_past), net.fnet.net(ev_query)
+    n, c, h, w = f1.shape
+    corr = torch.einsum("nchw,ncij->nhwij", f1, f2).reshape(n * h * w, 1, h, w) / c**0.5
+    pyramid = [corr] + [corr := F.avg_pool2d(corr, 2) for _ in range(net.levels - 1)]
+    hc = net.cnet.net(ev_query)
+    hid, ctx = torch.tanh(hc[:, : net.hidden]), torch.relu(hc[:, net.hidden :])
+    ys, xs = torch.meshgrid(torch.arange(h * 1.0), torch.arange(w * 1.0), indexing="ij")
+    coords0 = torch.stack([xs, ys])[None].expand(n, -1, -1, -1)
+    r = torch.arange(-net.radius, net.radius + 1.0)
+    dy, dx = torch.meshgrid(r, r, indexing="ij")
+    flow, flows, g = torch.zeros(n, 2, h, w), [], net.gru
+    for _ in range(iters):
+        centre = (coords0 + flow).permute(0, 2, 3, 1).reshape(-1, 1, 1, 2)
+        looked = []
+        for lvl, cp in enumerate(pyramid):
+            pts = centre / 2**lvl + torch.stack([dx, dy], -1)[None]
+            hl, wl = cp.shape[-2:]
+            grid = torch.stack([2 * pts[..., 0] / (wl - 1) - 1, 2 * pts[..., 1] / (hl - 1) - 1], -1)
+            looked.append(F.grid_sample(cp, grid, align_corners=True).view(n, h, w, -1))
+        cor = net.enc_corr(torch.cat(looked, -1).permute(0, 3, 1, 2))
+        motion = torch.cat([net.enc_out(torch.cat([cor, net.enc_flow(flow)], 1)), flow], 1)
+        x = torch.cat([motion, ctx], 1)
+        z = torch.sigmoid(g.z(torch.cat([hid, x], 1)))
+        rr = torch.sigmoid(g.r(torch.cat([hid, x], 1)))
+        q = torch.tanh(g.q(torch.cat([rr * hid, x], 1)))
+        hid = (1 - z) * hid + z * q
+        flow = flow + net.flow_head(hid)
+        flows.append(net._upsample(flow, 0.25 * net.mask_head(hid)))
+    return flows, torch.cat([f2, hid, flow], 1)
+
+
+def test_eraft_lite_equals_the_plain_reference_in_values_and_gradients():
+    """The fused E-RAFT-lite (both encoders of the query grid in one pass, the context's share of
+    the GRU computed once, the two heads' first convolutions stacked) computes the same flows,
+    features and parameter gradients as the plain module-by-module network."""
+    from iclr26.lifrseg.models import ERaftLite
+
+    torch.manual_seed(3)
+    net = ERaftLite(5, iters=3)
+    with torch.no_grad():
+        for p in net.parameters():  # non-trivial values everywhere (biases, norms included)
+            p.add_(0.1 * torch.randn_like(p))
+    p, q = torch.randn(2, 5, 32, 32), torch.randn(2, 5, 32, 32)
+    out = net(p, q)
+    ref_flows, ref_feat = _eraft_reference(net, p, q, 3)
+    for a, b in zip(out["flows"], ref_flows, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out["features"], ref_feat, rtol=1e-4, atol=1e-5)
+    loss = sum((f**2).mean() for f in out["flows"]) + out["features"].square().mean()
+    ours = torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+    loss_ref = sum((f**2).mean() for f in ref_flows) + ref_feat.square().mean()
+    theirs = torch.autograd.grad(loss_ref, list(net.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(net.named_parameters(), ours, theirs, strict=True):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            # float rounding relative to the tensor's scale (the sums run in another order)
+            tol = 1e-5 * float(b.abs().max())
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=tol, msg=name)
+    with torch.no_grad():
+        last = net.eval()(p, q, all_iterations=False)
+    torch.testing.assert_close(last["flow"], ref_flows[-1], rtol=1e-4, atol=1e-5)

@@ -159,10 +159,10 @@ class _FrameCore(nn.Module):
         return (*m.segmenter.features(image), m.flownet.encode(ev_past))
 
 
-class _FlowCore(nn.Module):
-    """Traced flow half of a query: the flow network (past features given) and the ScoreNet →
-    ``(flow, score)`` (the softmax splat stays eager: its native scatter, ``grid_sampler_2d``'s
-    backward kernel, cannot be recorded by the tracer)."""
+class _QueryCore(nn.Module):
+    """Traced half of a query up to the memory: the flow network (past features given), the
+    ScoreNet, and the softmax splatting and RefineNet of every propagated scale →
+    ``(flow, score, *features)``."""
 
     def __init__(self, model: LiFRSeg) -> None:
         super().__init__()
@@ -174,12 +174,13 @@ class _FlowCore(nn.Module):
         ev_past: torch.Tensor,
         ev_query: torch.Tensor,
         past_features: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        *feats: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         m = self.model
         moving = (ev_query.abs().flatten(1).sum(1) > 0).view(-1, 1, 1, 1)
         fl_out = m.flownet(ev_past, ev_query, all_iterations=False, past_features=past_features)
-        flow, score, _ = m._flow_and_score(fl_out, moving, image)
-        return flow, score
+        flow, score, metric = m._flow_and_score(fl_out, moving, image)
+        return (flow, score, *m._propagate_features(feats, flow, metric, moving))
 
 
 class _DecodeCore(nn.Module):
@@ -308,7 +309,7 @@ class LiFRSeg(nn.Module):
         return out, (cover < 1e-3).to(x.dtype)
 
     def _traced(self, part: str, *example: torch.Tensor):
-        """The traced ``part`` (``frame`` / ``flow`` / ``decode``) for these input shapes,
+        """The traced ``part`` (``frame`` / ``query`` / ``decode``) for these input shapes,
         built on first use (``torch.jit.trace`` of the eager modules, parameters shared)."""
         mods = (self.segmenter, self.flownet, self.scorenet, self.refine, self.memory_attn)
         key = (
@@ -320,8 +321,8 @@ class LiFRSeg(nn.Module):
         if fn is None:
             if part == "frame":
                 core = _FrameCore(self)
-            elif part == "flow":
-                core = _FlowCore(self)
+            elif part == "query":
+                core = _QueryCore(self)
             else:  # the output size: 4x the stride-4 features
                 core = _DecodeCore(self, (4 * example[0].shape[-2], 4 * example[0].shape[-1]))
             with warnings.catch_warnings():  # shape-dependent Python branches are constants here
@@ -460,12 +461,8 @@ class LiFRSeg(nn.Module):
             if past is None:
                 past = self._traced("frame", image, ev_past)(image, ev_past)[-1]
             assert frame.features is not None
-            flow_t, score_t = self._traced("flow", image, ev_past, ev_query, past)(
-                image, ev_past, ev_query, past
-            )
-            moving = (ev_query.abs().flatten(1).sum(1) > 0).view(n, 1, 1, 1)
-            metric = score_t if self.scorenet is not None else None
-            feats_t = self._propagate_features(frame.features, flow_t, metric, moving)
+            args = (image, ev_past, ev_query, past, *frame.features)
+            flow_t, score_t, *feats_t = self._traced("query", *args)(*args)
             feats_t = self._read_write_memory(feats_t, memory)
             logits = self._traced("decode", *feats_t)(*feats_t)
             return {"logits": logits, "flow": flow_t, "flows": flow_t[None], "score": score_t}

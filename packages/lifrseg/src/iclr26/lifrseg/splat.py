@@ -9,6 +9,8 @@ the reference ``softsplat``; the metric is a log-weight: higher wins at collisio
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Literal
 
 import torch
@@ -53,6 +55,39 @@ def _canvas(n: int) -> int:
     return (1 << max(int(n) - 2, 0).bit_length()) + 1  # int(): a traced size is a tensor
 
 
+def _scatter_plane(x: torch.Tensor, grid: torch.Tensor, hc: int, wc: int) -> torch.Tensor:
+    """``grid_sample``'s input gradient for ``x`` on an ``(hc, wc)`` canvas: the native kernel
+    that scatters all four bilinear corners of every source pixel."""
+    canvas = x.new_zeros(()).expand(x.shape[0], x.shape[1], hc, wc)  # only its shape is read
+    out, _ = torch.ops.aten.grid_sampler_2d_backward(x, canvas, grid, 0, 0, True, [True, False])
+    return out
+
+
+@functools.cache
+def _scatter_plane_scripted():
+    """:func:`_scatter_plane` as a TorchScript function, for ``torch.jit.trace``: the tracer
+    cannot record the kernel's boolean output mask, but it records a call to a scripted
+    function that passes it (scripted on first use)."""
+    with warnings.catch_warnings():  # TorchScript's deprecation notice
+        warnings.simplefilter("ignore")
+        return torch.jit.script(_scatter_plane)
+
+
+def _scatter(x: torch.Tensor, grid: torch.Tensor, hc: int, wc: int) -> torch.Tensor:
+    """``Σ→(x)`` on the canvas, channel group by channel group: the kernel scatters every
+    channel of a point before the next point, so in groups of ``_GROUP`` channels the target
+    planes stay in cache (about 2x faster at 256², C = 64); small canvases (the 1/4 … 1/32
+    feature maps of a 64² query) take every channel in one call, as their planes fit in cache
+    anyway and each call has a fixed cost."""
+    c = x.shape[1]
+    group = max(_GROUP, _CACHE_CELLS // (hc * wc))
+    plane = _scatter_plane_scripted() if torch.jit.is_tracing() else _scatter_plane
+    if c <= group:
+        return plane(x.contiguous(), grid, hc, wc)
+    outs = [plane(x[:, i : i + group].contiguous(), grid, hc, wc) for i in range(0, c, group)]
+    return torch.cat(outs, 1)
+
+
 class _AdjointWarp(torch.autograd.Function):
     """``Σ→(x)`` on a canvas as the adjoint of bilinear ``grid_sample`` (zeros padding,
     ``align_corners=True``): ``<Σ→(x), g> = <x, grid_sample(g, grid)>``, so the forward is
@@ -61,22 +96,8 @@ class _AdjointWarp(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, grid: torch.Tensor, hc: int, wc: int) -> torch.Tensor:
-        n, c = x.shape[:2]
-        outs = []
-        # the kernel scatters every channel of a point before the next point: in groups of
-        # _GROUP channels the target planes stay in cache (about 2x faster at 256², C = 64);
-        # small canvases (the 1/4 … 1/32 feature maps of a 64² query) take every channel in one
-        # call, as their planes fit in cache anyway and each call has a fixed cost
-        group = max(_GROUP, _CACHE_CELLS // (hc * wc))
-        for i in range(0, c, group):
-            xi = x[:, i : i + group].contiguous()
-            canvas = x.new_zeros(()).expand(n, xi.shape[1], hc, wc)  # only its shape is read
-            out, _ = torch.ops.aten.grid_sampler_2d_backward(
-                xi, canvas, grid, 0, 0, True, [True, False]
-            )
-            outs.append(out)
         ctx.save_for_backward(x, grid)
-        return outs[0] if len(outs) == 1 else torch.cat(outs, 1)
+        return _scatter(x, grid, hc, wc)
 
     @staticmethod
     @once_differentiable
@@ -122,7 +143,10 @@ def _splat_many(xs: list[torch.Tensor], flow: torch.Tensor) -> list[torch.Tensor
     stacked = xs[0] if len(xs) == 1 else torch.cat(xs, 1)
     if stacked.numel() == 0:
         return [torch.zeros_like(x) for x in xs]
-    full = _AdjointWarp.apply(stacked, grid, hc, wc)
+    if torch.is_grad_enabled() and (stacked.requires_grad or grid.requires_grad):
+        full = _AdjointWarp.apply(stacked, grid, hc, wc)
+    else:  # no gradient to track: the kernel itself (which a traced graph can record)
+        full = _scatter(stacked, grid, hc, wc)
     if (hc, wc) != (h, w):
         full = full[..., :h, :w]
     return list(full.split(sizes, 1)) if len(xs) > 1 else [full]

@@ -390,7 +390,9 @@ def pretrain_flow(
     :func:`fit_flow` (AdamW ``lr``, ``steps`` of ``batch_size`` frames, every δt in
     ``deltas_s``), one thread, seeded. The paper likewise starts from an E-RAFT pretrained on
     ground-truth flow. With the defaults this is the run that wrote the shipped
-    ``weights/eraft_lite.safetensors`` (same torch version and CPU: same bits). ``out``: save
+    ``weights/eraft_lite.safetensors`` (bit for bit with 0.7.0's code on the same torch version
+    and CPU; since 0.8.0 E-RAFT-lite computes the same sums in another order, so a rerun need not
+    give the same bits). ``out``: save
     the weights there, with the settings in the metadata (loadable by
     :func:`load_pretrained_flow`)."""
     from iclr26.lifrseg.data import make_split
