@@ -311,3 +311,65 @@ def test_packed_mlp_is_the_same_function_dense_and_under_replay(make_llama):
         assert h.stats.rows_replayed == ref.state.stats.rows_replayed
     assert torch.equal(hf_tokens, ref.tokens)
     assert torch.equal(generate_video(m, ids, 3 * N)[0], dense_hf)
+
+
+def _state_in_frame_2(b=4, d=6, heads=2, head_dim=4, tau=0.0, **kw):
+    """A ReplayState at a decode step of frame 2 with seeded ring buffers, plus a (q, keys) pair."""
+    from iclr26.fastcar import ReplayState
+
+    st = ReplayState(ReplayConfig(FrameLayout(N, P), thresholds=tau, **kw), 1)
+    g = torch.Generator().manual_seed(0)
+    st.begin_step(0, P + 2 * N)
+    st.begin_step(P + 2 * N + 1, 1)  # frame 2, slot 1
+    x = torch.randn(b, 1, d, generator=g)
+    st._ensure_buffers(0, b, d, x)
+    st.out_buf[0].normal_(generator=g)
+    q = torch.randn(b, heads, head_dim, generator=g)
+    keys = torch.randn(b, heads, P + 3 * N, head_dim, generator=g)
+    return st, x, q, keys
+
+
+@pytest.mark.parametrize("max_chain", [None, 2])
+def test_replay_decision_is_elementwise_with_nan_and_ties(max_chain):
+    # the step reads one max() to the host to skip the elementwise test when no row can replay;
+    # a NaN score (max propagates it) and a score equal to tau must still decide row by row
+    st, x, _q, _k = _state_in_frame_2(tau=0.0, max_chain=max_chain)
+    pred = st.out_buf[0][:, 1].clone()
+    st.pending[0] = torch.tensor([math.nan, 5.0, 0.0, 0.5])
+    calls = []
+
+    def inner(v):
+        calls.append(v.shape[0])
+        return v * 2.0
+
+    y = st.mlp_forward(0, inner, x)
+    assert calls == [2]  # rows 0 (NaN) and 2 (score == tau) run the MLP
+    assert st.stats.rows_replayed == [2]
+    assert st.stats.rows_computed == [2]
+    assert torch.equal(y[[1, 3], 0], pred[[1, 3]])
+    assert torch.equal(y[[0, 2], 0], x[[0, 2], 0] * 2.0)
+    assert torch.equal(st.out_buf[0][:, 1], y[:, 0])
+    if max_chain is not None:
+        assert st.chain[0][:, 1].tolist() == [0, 1, 0, 1]
+    # no score above tau: every row runs the MLP, the buffer takes its output
+    st.begin_step(P + 2 * N + 2, 1)
+    st.pending[0] = torch.tensor([-1.0, -2.0, 0.0, -math.inf])
+    calls.clear()
+    y = st.mlp_forward(0, inner, x)
+    assert calls == [4]
+    assert st.stats.rows_replayed == [2]
+    assert torch.equal(y, x * 2.0)
+    assert torch.equal(st.out_buf[0][:, 2], y[:, 0])
+
+
+def test_tas_after_the_first_checked_call_is_the_public_score():
+    from iclr26.fastcar import temporal_attention_score
+
+    st, _x, q, keys = _state_in_frame_2()
+    pred = st.position - N
+    for _ in range(2):  # the first call checks the shapes, later calls skip the checks
+        st.attention_score(0, q, keys)
+        assert torch.equal(st.pending[0], temporal_attention_score(q, keys[:, :, pred]))
+    assert st.scores_checked == [True]
+    st.reset()
+    assert st.scores_checked == [False]
