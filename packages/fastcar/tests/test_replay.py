@@ -373,3 +373,25 @@ def test_tas_after_the_first_checked_call_is_the_public_score():
     assert st.scores_checked == [True]
     st.reset()
     assert st.scores_checked == [False]
+
+
+@pytest.mark.parametrize("padding", [None, {1: 3, 2: 3}])
+def test_mlp_time_in_decode_times_every_decode_call_by_its_rows(padding, make_llama):
+    from iclr26.fastcar import mlp_time_in_decode
+
+    nat = TinyARVideoLM.from_hf(make_llama())
+    mlps = [layer.mlp for layer in nat.model.layers]
+    ids = _prefix(3)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0, row_padding=padding)
+    table = mlp_time_in_decode(nat, ids, 4 * N, cfg)
+    assert [layer.mlp for layer in nat.model.layers] == mlps  # the MLPs are restored
+    st = nat.decode(ids, 4 * N, replay=ReplayConfig(FrameLayout(N, P), thresholds=0.0,
+                                                    row_padding=padding)).state.stats  # fmt: skip
+    assert 0 < sum(st.rows_replayed) < sum(st.rows_total)
+    # every decode-step call is timed once, under the number of rows it ran on
+    assert sum(r["rows"] * r["calls"] for r in table) == sum(st.rows_computed) + sum(st.rows_padded)
+    full = [r for r in table if r["rows"] == 3]
+    assert full[0]["cost_vs_full"] == 1.0
+    assert full[0]["calls"] >= N * len(mlps)  # frame 0 runs every row
+    assert len({r["mlp_time_saved"] for r in table}) == 1
+    assert table[0]["mlp_time_saved"] < 1.0
