@@ -311,3 +311,87 @@ def test_packed_mlp_is_the_same_function_dense_and_under_replay(make_llama):
         assert h.stats.rows_replayed == ref.state.stats.rows_replayed
     assert torch.equal(hf_tokens, ref.tokens)
     assert torch.equal(generate_video(m, ids, 3 * N)[0], dense_hf)
+
+
+def _state_in_frame_2(b=4, d=6, heads=2, head_dim=4, tau=0.0, **kw):
+    """A ReplayState at a decode step of frame 2 with seeded ring buffers, plus a (q, keys) pair."""
+    from iclr26.fastcar import ReplayState
+
+    st = ReplayState(ReplayConfig(FrameLayout(N, P), thresholds=tau, **kw), 1)
+    g = torch.Generator().manual_seed(0)
+    st.begin_step(0, P + 2 * N)
+    st.begin_step(P + 2 * N + 1, 1)  # frame 2, slot 1
+    x = torch.randn(b, 1, d, generator=g)
+    st._ensure_buffers(0, b, d, x)
+    st.out_buf[0].normal_(generator=g)
+    q = torch.randn(b, heads, head_dim, generator=g)
+    keys = torch.randn(b, heads, P + 3 * N, head_dim, generator=g)
+    return st, x, q, keys
+
+
+@pytest.mark.parametrize("max_chain", [None, 2])
+def test_replay_decision_is_elementwise_with_nan_and_ties(max_chain):
+    # the step reads one max() to the host to skip the elementwise test when no row can replay;
+    # a NaN score (max propagates it) and a score equal to tau must still decide row by row
+    st, x, _q, _k = _state_in_frame_2(tau=0.0, max_chain=max_chain)
+    pred = st.out_buf[0][:, 1].clone()
+    st.pending[0] = torch.tensor([math.nan, 5.0, 0.0, 0.5])
+    calls = []
+
+    def inner(v):
+        calls.append(v.shape[0])
+        return v * 2.0
+
+    y = st.mlp_forward(0, inner, x)
+    assert calls == [2]  # rows 0 (NaN) and 2 (score == tau) run the MLP
+    assert st.stats.rows_replayed == [2]
+    assert st.stats.rows_computed == [2]
+    assert torch.equal(y[[1, 3], 0], pred[[1, 3]])
+    assert torch.equal(y[[0, 2], 0], x[[0, 2], 0] * 2.0)
+    assert torch.equal(st.out_buf[0][:, 1], y[:, 0])
+    if max_chain is not None:
+        assert st.chain[0][:, 1].tolist() == [0, 1, 0, 1]
+    # no score above tau: every row runs the MLP, the buffer takes its output
+    st.begin_step(P + 2 * N + 2, 1)
+    st.pending[0] = torch.tensor([-1.0, -2.0, 0.0, -math.inf])
+    calls.clear()
+    y = st.mlp_forward(0, inner, x)
+    assert calls == [4]
+    assert st.stats.rows_replayed == [2]
+    assert torch.equal(y, x * 2.0)
+    assert torch.equal(st.out_buf[0][:, 2], y[:, 0])
+
+
+def test_tas_after_the_first_checked_call_is_the_public_score():
+    from iclr26.fastcar import temporal_attention_score
+
+    st, _x, q, keys = _state_in_frame_2()
+    pred = st.position - N
+    for _ in range(2):  # the first call checks the shapes, later calls skip the checks
+        st.attention_score(0, q, keys)
+        assert torch.equal(st.pending[0], temporal_attention_score(q, keys[:, :, pred]))
+    assert st.scores_checked == [True]
+    st.reset()
+    assert st.scores_checked == [False]
+
+
+@pytest.mark.parametrize("padding", [None, {1: 3, 2: 3}])
+def test_mlp_time_in_decode_times_every_decode_call_by_its_rows(padding, make_llama):
+    from iclr26.fastcar import mlp_time_in_decode
+
+    nat = TinyARVideoLM.from_hf(make_llama())
+    mlps = [layer.mlp for layer in nat.model.layers]
+    ids = _prefix(3)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0, row_padding=padding)
+    table = mlp_time_in_decode(nat, ids, 4 * N, cfg)
+    assert [layer.mlp for layer in nat.model.layers] == mlps  # the MLPs are restored
+    st = nat.decode(ids, 4 * N, replay=ReplayConfig(FrameLayout(N, P), thresholds=0.0,
+                                                    row_padding=padding)).state.stats  # fmt: skip
+    assert 0 < sum(st.rows_replayed) < sum(st.rows_total)
+    # every decode-step call is timed once, under the number of rows it ran on
+    assert sum(r["rows"] * r["calls"] for r in table) == sum(st.rows_computed) + sum(st.rows_padded)
+    full = [r for r in table if r["rows"] == 3]
+    assert full[0]["cost_vs_full"] == 1.0
+    assert full[0]["calls"] >= N * len(mlps)  # frame 0 runs every row
+    assert len({r["mlp_time_saved"] for r in table}) == 1
+    assert table[0]["mlp_time_saved"] < 1.0

@@ -33,8 +33,8 @@ __getattr__, __dir__, __all__ = lazy.attach(
         ],
         "toy": ["ToyModel", "ToyPreset", "build_model", "load_toy", "save_toy", "train_toy"],
         "experiments": [
-            "BENCH_PRESET", "bench", "decode_sweep", "mlp_row_cost", "reproduce",
-            "row_padding_from_costs", "time_split", "tune_row_padding",
+            "BENCH_PRESET", "bench", "decode_sweep", "mlp_row_cost", "mlp_time_in_decode",
+            "reproduce", "row_padding_from_costs", "time_split", "tune_row_padding",
         ],
     },
 )  # fmt: skip

@@ -29,6 +29,7 @@ __all__ = [
     "bench",
     "decode_sweep",
     "mlp_row_cost",
+    "mlp_time_in_decode",
     "reproduce",
     "row_padding_from_costs",
     "time_split",
@@ -135,6 +136,67 @@ def mlp_row_cost(
                     "paired_ratio_iqr": float(q3 - q1),
                     "ms_per_call": 1e3 * float(min(times[k])) / calls})  # fmt: skip
     return out
+
+
+class _TimedMLP(torch.nn.Module):
+    """Times the decode-step calls (one token per row) of the MLP it wraps."""
+
+    def __init__(self, inner: torch.nn.Module, log: list[tuple[int, float]]) -> None:
+        super().__init__()
+        self.inner, self.log = inner, log
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        t0 = time.perf_counter()
+        y = self.inner(x)
+        if x.ndim == 3 and x.shape[1] == 1:
+            self.log.append((int(x.shape[0]), time.perf_counter() - t0))
+        return y
+
+
+def mlp_time_in_decode(
+    model: TinyARVideoLM, prefix: torch.Tensor, num_tokens: int, replay: ReplayConfig
+) -> list[dict]:
+    """Time every decode-step MLP call of one replay decode of the native model, by the number
+    of rows the call ran on (kept rows, plus padding rows if ``replay.row_padding`` is set).
+
+    :func:`mlp_row_cost` calls one layer's MLP repeatedly, so its weights stay in cache; here
+    each call follows the other layers' work as in decoding, so the cost of a call on few rows
+    includes fetching the weights again. Returns one row per row count, sorted: ``calls``,
+    ``ms_per_call`` (median) and ``cost_vs_full``, the median relative to the median call on
+    all ``B`` rows of the same decode (frame 0, and steps where no row replayed, run all rows),
+    and in every row ``mlp_time_saved``: ``1 - (time of all decode-step MLP calls) / (their
+    number x the median all-row call)``, the share of the MLP time the replays saved.
+    """
+    if not isinstance(model, TinyARVideoLM):
+        raise TypeError(f"model must be a TinyARVideoLM, got {type(model).__name__}")
+    if not isinstance(replay, ReplayConfig):
+        raise TypeError(f"replay must be a ReplayConfig, got {type(replay).__name__}")
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 2:
+        raise ValueError(f"num_tokens must be an integer >= 2 (a decode step), got {num_tokens!r}")
+    log: list[tuple[int, float]] = []
+    layers = list(model.model.layers)
+    originals = [layer.mlp for layer in layers]
+    try:
+        for layer in layers:
+            layer.mlp = _TimedMLP(layer.mlp, log)
+        model.decode(prefix, num_tokens, replay=replay)
+    finally:
+        for layer, mlp in zip(layers, originals, strict=True):
+            layer.mlp = mlp
+    b = prefix.shape[0]
+    times: dict[int, list[float]] = {}
+    for k, dt in log:
+        times.setdefault(k, []).append(dt)
+    if b not in times:
+        raise ValueError("no decode step ran the MLP on all rows: nothing to compare with")
+    full = float(np.median(times[b]))
+    saved = 1.0 - sum(dt for _, dt in log) / (len(log) * full)
+    return [{"rows": k, "batch": b, "calls": len(times[k]),
+             "ms_per_call": 1e3 * float(np.median(times[k])),
+             "cost_vs_full": float(np.median(times[k])) / full, "mlp_time_saved": saved}
+            for k in sorted(times)]  # fmt: skip
 
 
 def row_padding_from_costs(costs: list[dict], tolerance: float = 0.05) -> dict[int, int]:
@@ -274,8 +336,11 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
     dense and the replay run (the default is the dynamic cache).
 
     Returns the time splits (E0), the speed rows, the MLP row-cost table (batch > 1), the
-    overhead rows (TAS and bookkeeping computed, nothing replayed) and the row-padding maps
-    (batch > 1: each target rate >= 0.5 is also timed without padding)."""
+    overhead rows (TAS and bookkeeping computed, nothing replayed), the row-padding maps
+    (batch > 1: each target rate >= 0.5 is also timed without padding) and the MLP times inside
+    one native replay decode (:func:`mlp_time_in_decode`, batch > 1, target rates >= 0.5, the
+    main configuration; ``row_cost_bound_in_decode`` of the speed rows is Amdahl with the MLP
+    time that decode saved)."""
     import copy
 
     from iclr26.fastcar.hf import enable_fastcar, generate_video
@@ -292,7 +357,8 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
     layout = FrameLayout(n, vocab.prefix_len)
     g = torch.Generator().manual_seed(seed)
     calib = torch.randint(0, vocab.vocab_size, (8, vocab.prefix_len), generator=g)
-    splits, rows, costs, over, pads = [], [], [], [], []
+    splits, rows, costs, over, pads, decode_costs = [], [], [], [], [], []
+    in_decode: dict = {}
     for batch in batches:
         prefix = torch.randint(0, vocab.vocab_size, (batch, vocab.prefix_len), generator=g)
         split = time_split(native, prefix, num_tokens, repeats=repeats)
@@ -354,6 +420,14 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
 
                 t = _paired(dense_fn, fc_fn, repeats)
                 rr = state["stats"].replay_rate()
+                key = (batch, r, pad is not None, pk)
+                if (backend == "native" and r is not None and r >= 0.5 and batch > 1
+                        and pk == packed and pad is padding and hf_cache is None):  # fmt: skip
+                    # the MLP cost of the kept rows as paid inside this decode
+                    table = mlp_time_in_decode(nat, prefix, num_tokens, cfg)
+                    in_decode[key] = table[0]["mlp_time_saved"]
+                    for row in table:
+                        decode_costs.append({"target": r, **row})
                 speed = 1.0 / t["ratio"]
                 if r is None:
                     over.append({"backend": backend, "batch": batch, "packed_mlp": pk,
@@ -374,9 +448,13 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
                     "latency_ratio": t["ratio"], "latency_ratio_iqr": t["ratio_iqr"],
                     "speedup": speed, "amdahl": bound,
                     "row_cost_bound": row_bound if pk == packed else None,
+                    "row_cost_bound_in_decode": (
+                        amdahl_bound(f, min(1.0, max(0.0, in_decode[key])))
+                        if key in in_decode and hf_cache is None else None
+                    ),
                     "of_bound": speed / bound, "dense_ms_tok": 1e3 * t["a"] / num_tokens,
                 })  # fmt: skip
-    return splits, rows, costs, over, pads
+    return splits, rows, costs, over, pads, decode_costs
 
 
 def _main_rows(speed_rows: list[dict]) -> list[dict]:
@@ -475,7 +553,7 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
                  all(r < 0 for r in rho), f"rho = {[round(r, 3) for r in rho]}")  # fmt: skip
     # E0 + speed (bench-size model, random init: timing does not depend on the weights)
     rates = (0.7,) if quick else (0.2, 0.4, 0.6, 0.8)
-    splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
+    splits, speed_rows, costs, over, pads, dcosts = _speed(BENCH_PRESET, rates, batches=(1, 32),
                                              frames=4 if quick else frames,
                                              repeats=3 if quick else 5, seed=seed, hf=True,
                                              overhead=not quick, unpadded=not quick)  # fmt: skip
@@ -489,6 +567,9 @@ def reproduce(*, quick: bool = False, seed: int = 0, progress: bool = True):
                  ", ".join(f"batch {sp['batch']}: f_mlp = {sp['f_mlp']:.3f}" for sp in splits))  # fmt: skip
     if pads:
         report.add_table("E0d: row padding measured from E0b (kept rows -> rows computed)", pads)
+    if dcosts:
+        report.add_table("E0e: MLP time on k kept rows inside a native replay decode (batch 32) "
+                         "/ its all-row calls", dcosts)  # fmt: skip
     report.add_table("E2a: speed-up at calibrated replay rates (bench model)", speed_rows)
     for batch in (1, 32):
         best = [
@@ -551,7 +632,7 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     report = Report(PKG, "bench", "At replay rate >= 0.5 (batch 32) FastCar's per-token latency is "
                     "at most 0.85x dense and reaches >= 80% of the Amdahl bound, on HF and native.",
                     seed=seed, backends=["torch", "transformers"], config={"quick": quick})  # fmt: skip
-    splits, speed_rows, costs, over, pads = _speed(BENCH_PRESET, rates, batches=(1, 32),
+    splits, speed_rows, costs, over, pads, dcosts = _speed(BENCH_PRESET, rates, batches=(1, 32),
                                              frames=4 if quick else 8, repeats=3 if quick else 5,
                                              seed=seed, hf=True, unpacked=True,
                                              hf_static=True)  # fmt: skip
@@ -559,6 +640,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     report.add_table("MLP time on k gathered rows / all 32 rows (bench model layer 0)", costs)
     report.add_table("replay-path overhead: TAS computed, nothing replayed (latency vs dense)",
                      over)  # fmt: skip
+    if dcosts:
+        report.add_table("MLP time on k kept rows inside a native replay decode (batch 32) / "
+                         "its all-row calls", dcosts)  # fmt: skip
     if pads:
         report.add_table("row padding measured from the MLP row costs (kept -> computed)", pads)
     report.add_table(
@@ -566,7 +650,9 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
     )
     report.note("Bench model: random-init LLaMA with LLaMA-2-7B proportions (hidden 512, MLP 1376, "
                 "head dim 128, 4 layers; the MLP holds 66.8 % of the weight MACs). row_cost_bound: "
-                "Amdahl with the measured MLP cost of the kept rows instead of the row count. "
+                "Amdahl with the measured MLP cost of the kept rows instead of the row count; "
+                "row_cost_bound_in_decode: Amdahl with the MLP time a native replay decode at "
+                "that rate saved, each call timed inside the decode. "
                 "packed_mlp: dense and replay both with fused, oneDNN pre-packed MLP weights "
                 "(pack_mlps); hf_cache: generate's KV cache for dense and replay.")  # fmt: skip
     static = [r for r in speed_rows if r.get("hf_cache") == "static"]

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from iclr26.fastcar.layout import FrameLayout
-from iclr26.fastcar.score import HEAD_REDUCTIONS, temporal_attention_score
+from iclr26.fastcar.score import HEAD_REDUCTIONS, _tas, temporal_attention_score
 
 __all__ = ["DECISIONS", "SCORES", "ReplayConfig", "ReplayMLP", "ReplayState", "ReplayStats"]
 
@@ -214,6 +214,7 @@ class ReplayState:
         self.chain: list[torch.Tensor | None] = [None] * self.num_layers
         self.pending: list[torch.Tensor | None] = [None] * self.num_layers
         self.pending_alt: list[tuple[torch.Tensor, int] | None] = [None] * self.num_layers
+        self.scores_checked = [False] * self.num_layers  # TAS argument checks, once per video
         self.alt_generator = torch.Generator().manual_seed(self.cfg.seed + 1)
         self.generator = torch.Generator().manual_seed(self.cfg.seed)
         if not hasattr(self, "stats"):
@@ -280,9 +281,15 @@ class ReplayState:
             raise ValueError(
                 f"predecessor position {pred} is outside the key cache of length {keys.shape[2]}"
             )
-        score = temporal_attention_score(
-            query, keys[:, :, pred], scale=self.cfg.scale, head_reduce=self.cfg.head_reduce
-        )
+        cfg = self.cfg
+        if self.scores_checked[layer]:  # same arithmetic, without re-checking the shapes
+            scale = cfg.scale if cfg.scale is not None else 1.0 / math.sqrt(query.shape[-1])
+            score = _tas(query, keys[:, :, pred], float(scale), cfg.head_reduce)
+        else:
+            score = temporal_attention_score(
+                query, keys[:, :, pred], scale=cfg.scale, head_reduce=cfg.head_reduce
+            )
+            self.scores_checked[layer] = True
         self.pending[layer] = score
         if self.recording:
             n = self.cfg.layout.tokens_per_frame
@@ -306,22 +313,26 @@ class ReplayState:
             y = inner(x)
             self._store_chunk(layer, x, y)
             return y
-        i = self.position
-        frame = self.frame_of(i)
-        if frame < 0:
+        cfg = self.cfg
+        rel = self.position - self.prefix_len
+        if rel < 0:
             return inner(x)
-        slot = self.slot_of(i)
+        frame, slot = divmod(rel, cfg.layout.tokens_per_frame)
         self._ensure_buffers(layer, b, d, x)
         st = self.stats
         st.rows_total[layer] += b
         tau = self.thresholds[layer]
-        eligible = frame >= self.cfg.protect_frames and tau < math.inf
-        decision = self.cfg.decision
+        eligible = frame >= cfg.protect_frames and tau < math.inf
+        decision = cfg.decision
+        max_chain = cfg.max_chain
+        recording = self.recording
+        out_buf = self.out_buf[layer]
+        buf = out_buf[:, slot]  # (B, d) view: the predecessor outputs
         y_full = None
-        replay = None
-        if frame >= 1 and (eligible or self.recording):
-            prev = self.out_buf[layer][:, slot]
-            if decision == "tas" or self.recording:
+        replay = None  # (B,) bool, only where it is needed (max_chain, or a NaN score)
+        keep_mask = None  # (B,) bool of the rows that run the MLP; None: every row
+        if frame >= 1 and (eligible or recording):
+            if decision == "tas" or recording:
                 tas = self.pending[layer]
                 if decision == "tas" and tas is None:
                     raise RuntimeError(
@@ -338,43 +349,49 @@ class ReplayState:
                 ).clamp_min(1e-12)
             elif decision == "oracle":
                 y_full = inner(x)
-                score = -_rel_change(y_full[:, 0], prev)
+                score = -_rel_change(y_full[:, 0], buf)
             else:  # always
                 score = torch.full((b,), math.inf, device=x.device)
-            if self.recording:
+            if recording:
                 if y_full is None:
                     y_full = inner(x)
                 rec = self.records[layer]
                 rec["score"].append((tas if decision == "tas" else score).detach().float().cpu())
-                rec["change"].append(_rel_change(y_full[:, 0], prev).cpu())
+                rec["change"].append(_rel_change(y_full[:, 0], buf).cpu())
                 alt = self.pending_alt[layer]
                 if alt is not None:
                     rec["alt_score"].append(alt[0].detach().float().cpu())
-                    prev_alt = self.out_buf[layer][:, self.slot_of(alt[1])]
+                    prev_alt = out_buf[:, self.slot_of(alt[1])]
                     rec["alt_change"].append(_rel_change(y_full[:, 0], prev_alt).cpu())
             if eligible:
                 st.rows_eligible[layer] += b
-                replay = score > tau
-                if self.cfg.max_chain is not None:
-                    replay &= self.chain[layer][:, slot] < self.cfg.max_chain
-        buf = self.out_buf[layer][:, slot]  # (B, d) view: the predecessor outputs
-        n_rep = 0 if replay is None else int(replay.sum())  # the step's one host sync
-        if n_rep == 0:
+                # the step's one host read: the largest score says whether any row can replay
+                # (a NaN, which max propagates, takes the elementwise test below)
+                top = float(score.max())
+                if top > tau or top != top:
+                    if max_chain is None and top == top:
+                        keep_mask = score <= tau  # = ~(score > tau) without NaN
+                    else:
+                        replay = score > tau
+                        if max_chain is not None:
+                            replay &= self.chain[layer][:, slot] < max_chain
+                        keep_mask = ~replay
+        keep = None if keep_mask is None else keep_mask.nonzero().squeeze(1)
+        k = b if keep is None else keep.numel()  # rows that run the MLP
+        if k == b:
             y = y_full if y_full is not None else inner(x)
             st.rows_computed[layer] += b
             buf.copy_(y[:, 0])
         else:
-            st.rows_replayed[layer] += n_rep
+            st.rows_replayed[layer] += b - k
             if y_full is not None:  # oracle: the MLP already ran on every row
                 st.rows_computed[layer] += b
-                buf.copy_(torch.where(replay[:, None], buf, y_full[:, 0].to(buf.dtype)))
-            elif n_rep < b:
-                keep = (~replay).nonzero().squeeze(1)
-                k = b - n_rep
+                buf.copy_(torch.where(keep_mask[:, None], y_full[:, 0].to(buf.dtype), buf))
+            elif k:
                 st.rows_computed[layer] += k
                 # gather -> MLP on the kept rows only -> scatter into the ring buffer, whose
                 # replayed rows already hold the predecessor's output
-                pad = self.cfg.row_padding
+                pad = cfg.row_padding
                 m = min(b, pad.get(k, k)) if pad else k
                 if m > k:  # a cheaper GEMM shape: repeat the first kept row, drop its outputs
                     st.rows_padded[layer] += m - k
@@ -386,7 +403,7 @@ class ReplayState:
             y = buf.unsqueeze(1).to(x.dtype, copy=True)
         if self.in_buf[layer] is not None:
             self.in_buf[layer][:, slot] = x[:, 0]
-        if self.cfg.max_chain is not None:
+        if max_chain is not None:
             chain = self.chain[layer][:, slot]
             if replay is None:
                 chain.zero_()
