@@ -362,19 +362,6 @@ def test_replay_decision_is_elementwise_with_nan_and_ties(max_chain):
     assert torch.equal(st.out_buf[0][:, 2], y[:, 0])
 
 
-def test_tas_after_the_first_checked_call_is_the_public_score():
-    from iclr26.fastcar import temporal_attention_score
-
-    st, _x, q, keys = _state_in_frame_2()
-    pred = st.position - N
-    for _ in range(2):  # the first call checks the shapes, later calls skip the checks
-        st.attention_score(0, q, keys)
-        assert torch.equal(st.pending[0], temporal_attention_score(q, keys[:, :, pred]))
-    assert st.scores_checked == [True]
-    st.reset()
-    assert st.scores_checked == [False]
-
-
 @pytest.mark.parametrize("padding", [None, {1: 3, 2: 3}])
 def test_mlp_time_in_decode_times_every_decode_call_by_its_rows(padding, make_llama):
     from iclr26.fastcar import mlp_time_in_decode

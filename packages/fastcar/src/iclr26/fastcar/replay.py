@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from iclr26.fastcar.layout import FrameLayout
-from iclr26.fastcar.score import HEAD_REDUCTIONS, _tas, temporal_attention_score
+from iclr26.fastcar.score import HEAD_REDUCTIONS, temporal_attention_score
 
 __all__ = ["DECISIONS", "SCORES", "ReplayConfig", "ReplayMLP", "ReplayState", "ReplayStats"]
 
@@ -214,7 +214,6 @@ class ReplayState:
         self.chain: list[torch.Tensor | None] = [None] * self.num_layers
         self.pending: list[torch.Tensor | None] = [None] * self.num_layers
         self.pending_alt: list[tuple[torch.Tensor, int] | None] = [None] * self.num_layers
-        self.scores_checked = [False] * self.num_layers  # TAS argument checks, once per video
         self.alt_generator = torch.Generator().manual_seed(self.cfg.seed + 1)
         self.generator = torch.Generator().manual_seed(self.cfg.seed)
         if not hasattr(self, "stats"):
@@ -281,15 +280,9 @@ class ReplayState:
             raise ValueError(
                 f"predecessor position {pred} is outside the key cache of length {keys.shape[2]}"
             )
-        cfg = self.cfg
-        if self.scores_checked[layer]:  # same arithmetic, without re-checking the shapes
-            scale = cfg.scale if cfg.scale is not None else 1.0 / math.sqrt(query.shape[-1])
-            score = _tas(query, keys[:, :, pred], float(scale), cfg.head_reduce)
-        else:
-            score = temporal_attention_score(
-                query, keys[:, :, pred], scale=cfg.scale, head_reduce=cfg.head_reduce
-            )
-            self.scores_checked[layer] = True
+        score = temporal_attention_score(
+            query, keys[:, :, pred], scale=self.cfg.scale, head_reduce=self.cfg.head_reduce
+        )
         self.pending[layer] = score
         if self.recording:
             n = self.cfg.layout.tokens_per_frame

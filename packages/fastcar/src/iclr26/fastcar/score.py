@@ -68,17 +68,10 @@ def temporal_attention_score(
         scale = 1.0 / math.sqrt(d)
     if not math.isfinite(float(scale)):
         raise ValueError(f"scale must be finite, got {scale}")
-    return _tas(query, key, float(scale), head_reduce)
-
-
-def _tas(query: torch.Tensor, key: torch.Tensor, scale: float, head_reduce: str) -> torch.Tensor:
-    """The arithmetic of :func:`temporal_attention_score` without its argument checks (the
-    decode hot path, whose shapes come from the model: checked once per video by the caller)."""
-    b, hq, d = query.shape
-    hkv = key.shape[1]
     # query head h reads key head h // g: group the query heads instead of repeating the keys
-    logits = (query.float().reshape(b, hkv, hq // hkv, d) * key.float()[:, :, None]).sum(-1)
-    logits = logits.reshape(b, hq) * scale
+    g = hq // hkv
+    logits = (query.float().reshape(b, hkv, g, d) * key.float()[:, :, None]).sum(-1).reshape(b, hq)
+    logits = logits * float(scale)
     if head_reduce == "mean":
         return logits.mean(1)
     if head_reduce == "max":
