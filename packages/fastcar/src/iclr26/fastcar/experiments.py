@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 import numpy as np
 import torch
@@ -59,7 +60,6 @@ def _timeit(fn, repeats: int):
 def _paired(fn_a, fn_b, repeats: int) -> dict:
     """Alternate ``a`` and ``b`` runs (load on a shared machine drifts); median and IQR of the
     per-pair time ratio ``t_b / t_a`` and the median times."""
-    import time
 
     fn_a(), fn_b()  # warm-up
     ta, tb = [], []
@@ -93,7 +93,6 @@ def mlp_row_cost(
     (paired, median and IQR over ``repeats``): how much of the MLP time a within-batch replay can
     save. ``rows``: row counts to time (default every multiple of ``batch // 8`` and 1).
     ``cost_vs_full`` is the ratio of the fastest repeats (least disturbed by other processes)."""
-    import time
 
     if not isinstance(model, TinyARVideoLM):
         raise TypeError(f"model must be a TinyARVideoLM, got {type(model).__name__}")
@@ -146,7 +145,6 @@ class _TimedMLP(torch.nn.Module):
         self.inner, self.log = inner, log
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        import time
 
         t0 = time.perf_counter()
         y = self.inner(x)

@@ -307,10 +307,10 @@ class ReplayState:
             self._store_chunk(layer, x, y)
             return y
         cfg = self.cfg
-        rel = self.position - self.prefix_len
-        if rel < 0:
+        frame = self.frame_of(self.position)
+        if frame < 0:
             return inner(x)
-        frame, slot = divmod(rel, cfg.layout.tokens_per_frame)
+        slot = self.slot_of(self.position)
         self._ensure_buffers(layer, b, d, x)
         st = self.stats
         st.rows_total[layer] += b
@@ -322,8 +322,7 @@ class ReplayState:
         out_buf = self.out_buf[layer]
         buf = out_buf[:, slot]  # (B, d) view: the predecessor outputs
         y_full = None
-        replay = None  # (B,) bool, only where it is needed (max_chain, or a NaN score)
-        keep_mask = None  # (B,) bool of the rows that run the MLP; None: every row
+        replay = None  # (B,) bool where some row can replay; None: no row replays
         if frame >= 1 and (eligible or recording):
             if decision == "tas" or recording:
                 tas = self.pending[layer]
@@ -359,17 +358,13 @@ class ReplayState:
             if eligible:
                 st.rows_eligible[layer] += b
                 # the step's one host read: the largest score says whether any row can replay
-                # (a NaN, which max propagates, takes the elementwise test below)
+                # (a NaN, which max propagates, takes the elementwise test)
                 top = float(score.max())
                 if top > tau or top != top:
-                    if max_chain is None and top == top:
-                        keep_mask = score <= tau  # = ~(score > tau) without NaN
-                    else:
-                        replay = score > tau
-                        if max_chain is not None:
-                            replay &= self.chain[layer][:, slot] < max_chain
-                        keep_mask = ~replay
-        keep = None if keep_mask is None else keep_mask.nonzero().squeeze(1)
+                    replay = score > tau
+                    if max_chain is not None:
+                        replay &= self.chain[layer][:, slot] < max_chain
+        keep = None if replay is None else (~replay).nonzero().squeeze(1)
         k = b if keep is None else keep.numel()  # rows that run the MLP
         if k == b:
             y = y_full if y_full is not None else inner(x)
@@ -379,7 +374,7 @@ class ReplayState:
             st.rows_replayed[layer] += b - k
             if y_full is not None:  # oracle: the MLP already ran on every row
                 st.rows_computed[layer] += b
-                buf.copy_(torch.where(keep_mask[:, None], y_full[:, 0].to(buf.dtype), buf))
+                buf.copy_(torch.where(replay[:, None], buf, y_full[:, 0].to(buf.dtype)))
             elif k:
                 st.rows_computed[layer] += k
                 # gather -> MLP on the kept rows only -> scatter into the ring buffer, whose
