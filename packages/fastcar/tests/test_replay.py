@@ -273,6 +273,64 @@ def test_hf_static_cache_replays_like_the_native_decoder(make_llama):
     assert torch.equal(out, ref.tokens)
 
 
+def test_preallocated_cache_decodes_and_replays_exactly_like_the_dynamic_cache(make_llama):
+    """``cache_implementation="preallocated"`` writes keys and values into buffers instead of
+    concatenating: tokens and logits equal the dynamic cache's bit for bit, densely and with
+    replay (same decisions as the native decoder), and a cache that outgrows its capacity, or
+    whose keys were cropped, re-buffers without losing a position."""
+    from iclr26.fastcar import preallocated_cache
+
+    m = make_llama()
+    ids = _prefix(4, seed=5)
+    dense, logits = generate_video(m, ids, 3 * N, keep_logits=True)
+    pre, pre_logits = generate_video(m, ids, 3 * N, keep_logits=True,
+                                     cache_implementation="preallocated")  # fmt: skip
+    assert torch.equal(pre, dense)
+    assert torch.equal(pre_logits, logits)
+    cfg = ReplayConfig(FrameLayout(N, P), thresholds=0.0)
+    ref = TinyARVideoLM.from_hf(m).decode(ids, 3 * N, replay=cfg)
+    with enable_fastcar(m, cfg) as h:
+        out, _ = generate_video(m, ids, 3 * N, cache_implementation="preallocated")
+        assert h.stats.rows_replayed == ref.state.stats.rows_replayed
+    assert sum(ref.state.stats.rows_replayed) > 0
+    assert torch.equal(out, ref.tokens)
+    # capacity 2 for a 5-token prompt + 3 steps: grows (doubling) and still matches
+    with torch.inference_mode():
+        cache = preallocated_cache(2)
+        seq = ids
+        for _ in range(3):
+            o = m(seq if cache.get_seq_length() == 0 else seq[:, -1:], cache=cache, use_cache=True)
+            seq = torch.cat((seq, o.logits[:, -1:].argmax(-1)), 1)
+        assert torch.equal(seq, dense[:, : P + 3])
+        layer = cache.layers[0]
+        assert layer.keys.shape[-2] == P + 2
+        assert layer.buffers[0].shape[-2] >= P + 2
+        full = layer.keys.clone()
+        cache.crop(-1)  # drop the last position, then append it again
+        o = m(seq[:, -2:-1], cache=cache, use_cache=True)
+        torch.testing.assert_close(layer.keys, full, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="capacity"):
+        preallocated_cache(0)
+
+
+def test_time_split_measures_the_mlp_share_of_hf_and_native_decoding(make_llama):
+    """E0 on both backends: the MLPs are swapped out for the second run and restored after."""
+    from iclr26.fastcar.experiments import time_split
+
+    m = make_llama()
+    ids = _prefix(2, seed=1)
+    mlps = [layer.mlp for layer in m.model.layers]
+    for model in (m, TinyARVideoLM.from_hf(m)):
+        sp = time_split(model, ids, 2 * N, repeats=1)
+        assert 0.0 <= sp["f_mlp"] < 1.0
+        assert sp["dense_ms_per_token"] > 0
+    assert [layer.mlp for layer in m.model.layers] == mlps
+    sp = time_split(m, ids, 2 * N, repeats=1, cache_implementation="preallocated")
+    assert sp["batch"] == 2
+    with pytest.raises(ValueError, match="HF models only"):
+        time_split(TinyARVideoLM.from_hf(m), ids, 2 * N, cache_implementation="static")
+
+
 def test_packed_mlp_is_the_same_function_dense_and_under_replay(make_llama):
     """``PackedMLP`` (fused gate/up weight, oneDNN pre-packed on CPU float32) computes the SwiGLU
     MLP it packs; a packed HF model and a packed native model decode the same tokens as the

@@ -19,7 +19,10 @@ __getattr__, __dir__, __all__ = lazy.attach(
         "layout": ["FrameLayout"],
         "score": ["temporal_attention_score", "reference_scale"],
         "replay": ["ReplayConfig", "ReplayMLP", "ReplayState", "ReplayStats"],
-        "hf": ["FastCarHandle", "enable_fastcar", "find_decoder_layers", "generate_video"],
+        "hf": [
+            "FastCarHandle", "enable_fastcar", "find_decoder_layers", "generate_video",
+            "preallocated_cache",
+        ],
         "models": [
             "DecodeResult", "PackedMLP", "TinyARVideoLM", "pack_mlps", "position_noise",
             "sink_window_mask",

@@ -21,7 +21,13 @@ from torch import nn
 
 from iclr26.fastcar.replay import ReplayConfig, ReplayMLP, ReplayState, ReplayStats
 
-__all__ = ["FastCarHandle", "enable_fastcar", "find_decoder_layers", "generate_video"]
+__all__ = [
+    "FastCarHandle",
+    "enable_fastcar",
+    "find_decoder_layers",
+    "generate_video",
+    "preallocated_cache",
+]
 
 _EXPECTED = (
     "a decoder with `.layers` (model.model.layers / model.get_decoder().layers) whose layers "
@@ -248,6 +254,55 @@ def enable_fastcar(model: nn.Module, cfg: ReplayConfig) -> FastCarHandle:
     return handle
 
 
+def preallocated_cache(capacity: int):
+    """A ``transformers`` ``DynamicCache`` whose layers write keys and values into buffers of
+    ``capacity`` positions allocated at their first update, instead of ``torch.cat``-ing the
+    whole cache at every token; a layer's ``keys``/``values`` are views of the filled part.
+
+    Same keys, values and attention inputs as the dynamic default (tokens and logits are
+    identical); what it saves is the copy of every layer's cache per generated token, a cost
+    that grows with the sequence and the batch. It grows by doubling past ``capacity`` and
+    re-buffers where generation replaced a layer's keys (a batch reorder). Its layers attend
+    to every cached position (no sliding window). Pass it to ``generate`` as its cache
+    (``cache=``; ``past_key_values=`` in transformers versions before the rename);
+    :func:`generate_video` does with ``cache_implementation="preallocated"``.
+    """
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+
+    class _PreallocatedLayer(DynamicLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+                self.buffers = None
+            n, t = self.get_seq_length(), key_states.shape[-2]
+            buf = self.buffers
+            if (
+                buf is None
+                or n + t > buf[0].shape[-2]
+                or buf[0].shape[:-2] != key_states.shape[:-2]
+                or (n and self.keys.data_ptr() != buf[0].data_ptr())
+            ):  # first update, overflow, or keys replaced (batch reorder): re-buffer
+                cap = max(capacity, 2 * (n + t)) if buf is not None else max(capacity, n + t)
+                buf = tuple(
+                    s.new_empty(*s.shape[:-2], cap, s.shape[-1]) for s in (key_states, value_states)
+                )
+                if n:
+                    buf[0][..., :n, :] = self.keys
+                    buf[1][..., :n, :] = self.values
+                self.buffers = buf
+            buf[0][..., n : n + t, :] = key_states
+            buf[1][..., n : n + t, :] = value_states
+            self.keys, self.values = buf[0][..., : n + t, :], buf[1][..., : n + t, :]
+            return self.keys, self.values
+
+    cache = DynamicCache()  # no config: full-attention layers, created at their first update
+    cache.layer_class_to_replicate = _PreallocatedLayer
+    return cache
+
+
 @torch.inference_mode()
 def generate_video(
     model: nn.Module,
@@ -263,8 +318,9 @@ def generate_video(
 
     ``allowed_vocab`` suppresses ids ``>= allowed_vocab`` (non-image tokens); ``noise_seed``
     adds the same per-position Gumbel noise as the native decoder (a logits processor);
-    ``cache_implementation`` is passed to ``generate`` (``"static"``: a preallocated KV cache,
-    ``None``: the dynamic default). Returns
+    ``cache_implementation``: ``None`` (or ``"dynamic"``) is ``generate``'s default cache,
+    ``"static"`` its fixed-length cache (attention over every slot, masked),
+    ``"preallocated"`` a :func:`preallocated_cache` of ``P + num_tokens`` positions. Returns
     ``(tokens (B, P + num_tokens), raw logits (B, num_tokens, V) or None)``.
     """
     if not isinstance(prefix, torch.Tensor) or prefix.ndim != 2 or prefix.shape[1] < 1:
@@ -275,9 +331,10 @@ def generate_video(
         raise TypeError(f"prefix must hold integer token ids, got {prefix.dtype}")
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
         raise ValueError(f"num_tokens must be a positive integer, got {num_tokens!r}")
-    if cache_implementation not in (None, "static", "dynamic"):
+    if cache_implementation not in (None, "static", "dynamic", "preallocated"):
         raise ValueError(
-            f"cache_implementation must be None, 'static' or 'dynamic', got {cache_implementation!r}"
+            "cache_implementation must be None, 'static', 'dynamic' or 'preallocated', "
+            f"got {cache_implementation!r}"
         )
     vocab = model.config.vocab_size
     suppress = list(range(allowed_vocab, vocab)) if allowed_vocab is not None else None
@@ -298,12 +355,23 @@ def generate_video(
                 return scores
 
         processors = LogitsProcessorList([_Noise()])
+    cache = {}
+    if cache_implementation == "preallocated":
+        import inspect
+
+        # transformers renamed ``past_key_values`` to ``cache`` (5.x); pass what this one takes
+        key = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
+        cache = {key: preallocated_cache(prefix.shape[1] + num_tokens)}
+    elif cache_implementation is not None:
+        cache = {"cache_implementation": cache_implementation}
     out = model.generate(
         prefix.long(), attention_mask=torch.ones_like(prefix), max_new_tokens=num_tokens,
         min_new_tokens=num_tokens, do_sample=False, suppress_tokens=suppress,
         output_logits=keep_logits, return_dict_in_generate=True, pad_token_id=0,
         eos_token_id=None, use_cache=True, logits_processor=processors,
-        **({} if cache_implementation is None else {"cache_implementation": cache_implementation}),
+        **cache,
     )  # fmt: skip
     logits = torch.stack(out.logits, 1) if keep_logits else None
     return out.sequences, logits
