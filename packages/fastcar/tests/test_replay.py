@@ -275,9 +275,10 @@ def test_hf_static_cache_replays_like_the_native_decoder(make_llama):
 
 def test_preallocated_cache_decodes_and_replays_exactly_like_the_dynamic_cache(make_llama):
     """``cache_implementation="preallocated"`` writes keys and values into buffers instead of
-    concatenating: tokens and logits equal the dynamic cache's bit for bit, densely and with
-    replay (same decisions as the native decoder), and a cache that outgrows its capacity, or
-    whose keys were cropped, re-buffers without losing a position."""
+    concatenating: tokens and logits equal the dynamic cache's bit for bit densely, and with
+    replay the tokens and decisions equal the native decoder's; a cache that outgrows its
+    capacity grows without losing a position, a crop rewrites in place, and beam reordering /
+    batch selection keep the cache a view of its (reindexed) buffers."""
     from iclr26.fastcar import preallocated_cache
 
     m = make_llama()
@@ -307,8 +308,21 @@ def test_preallocated_cache_decodes_and_replays_exactly_like_the_dynamic_cache(m
         assert layer.buffers[0].shape[-2] >= P + 2
         full = layer.keys.clone()
         cache.crop(-1)  # drop the last position, then append it again
-        o = m(seq[:, -2:-1], cache=cache, use_cache=True)
+        m(seq[:, -2:-1], cache=cache, use_cache=True)
         torch.testing.assert_close(layer.keys, full, rtol=0, atol=0)
+        order = torch.tensor([2, 0, 3, 1])
+        cache.reorder_cache(order)
+        assert torch.equal(layer.keys, full[order])
+        assert layer.keys.data_ptr() == layer.buffers[0].data_ptr()  # still a view
+        cache.batch_select_indices(torch.tensor([1, 3]))
+        assert layer.values.shape[0] == 2
+        assert torch.equal(layer.keys, full[order][[1, 3]])
+        # generate writes into the buffers it was given
+        given = preallocated_cache(P + N)
+        m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N, min_new_tokens=N,
+                   do_sample=False, pad_token_id=0, eos_token_id=None, cache=given)  # fmt: skip
+        assert given.layers[0].buffers[0].shape[-2] == P + N
+        assert given.get_seq_length() == P + N - 1
     with pytest.raises(ValueError, match="capacity"):
         preallocated_cache(0)
 
@@ -327,6 +341,8 @@ def test_time_split_measures_the_mlp_share_of_hf_and_native_decoding(make_llama)
     assert [layer.mlp for layer in m.model.layers] == mlps
     sp = time_split(m, ids, 2 * N, repeats=1, cache_implementation="preallocated")
     assert sp["batch"] == 2
+    with pytest.raises(ValueError, match="repeats"):
+        time_split(m, ids, 2 * N, repeats=0)
     with pytest.raises(ValueError, match="HF models only"):
         time_split(TinyARVideoLM.from_hf(m), ids, 2 * N, cache_implementation="static")
 

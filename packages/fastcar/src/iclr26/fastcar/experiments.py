@@ -92,6 +92,8 @@ def time_split(
     restored after; ``cache_implementation`` as there)."""
     from iclr26.fastcar.hf import find_decoder_layers, generate_video
 
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if isinstance(model, TinyARVideoLM):
         if cache_implementation is not None:
             raise ValueError("cache_implementation applies to HF models only")
@@ -382,6 +384,8 @@ def _speed(preset: ToyPreset, rates, *, batches=(32,), frames: int, repeats: int
 
     from iclr26.fastcar.hf import enable_fastcar, generate_video
 
+    if len(set(hf_caches)) != len(hf_caches) or not set(hf_caches) <= {"static", "preallocated"}:
+        raise ValueError(f"hf_caches must be distinct 'static'/'preallocated', got {hf_caches!r}")
     model_u, vocab = build_model(preset, seed=seed)
     native_u = TinyARVideoLM.from_hf(model_u)
     models = {False: (model_u, native_u)}
@@ -701,7 +705,8 @@ def bench(*, quick: bool = False, seed: int = 0, progress: bool = True):
                 "row_cost_bound_in_decode: Amdahl with the MLP time a native replay decode at "
                 "that rate saved, each call timed inside the decode; latency_floor: its "
                 "inverse, the latency with a replay path that costs nothing. Every bound uses "
-                "the row's own backend's MLP share (time split). "
+                "the row's own backend's MLP share (time split; the plain nn.Linear rows use "
+                "the native unpacked one). "
                 "packed_mlp: dense and replay both with fused, oneDNN pre-packed MLP weights "
                 "(pack_mlps); hf_cache: the KV cache of generate for dense and replay "
                 "(preallocated: generate_video's preallocated_cache). The diagnostic rows "

@@ -259,11 +259,11 @@ def preallocated_cache(capacity: int):
     ``capacity`` positions allocated at their first update, instead of ``torch.cat``-ing the
     whole cache at every token; a layer's ``keys``/``values`` are views of the filled part.
 
-    Same keys, values and attention inputs as the dynamic default (tokens and logits are
-    identical); what it saves is the copy of every layer's cache per generated token, a cost
-    that grows with the sequence and the batch. It grows by doubling past ``capacity`` and
-    re-buffers where generation replaced a layer's keys (a batch reorder). Its layers attend
-    to every cached position (no sliding window). Pass it to ``generate`` as its cache
+    Same keys, values and attention inputs as the dynamic default of a full-attention model
+    (tokens and logits are identical); what it saves is the copy of every layer's cache per generated token, a cost
+    that grows with the sequence and the batch. It grows by doubling past ``capacity``; beam
+    reordering and batch selection index the buffers. Its layers keep every position (no
+    sliding-window trimming: a sliding-window model still gets its window from the mask). Pass it to ``generate`` as its cache
     (``cache=``; ``past_key_values=`` in transformers versions before the rename);
     :func:`generate_video` does with ``cache_implementation="preallocated"``.
     """
@@ -273,10 +273,13 @@ def preallocated_cache(capacity: int):
         raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
 
     class _PreallocatedLayer(DynamicLayer):
+        def lazy_initialization(self, key_states, value_states):
+            super().lazy_initialization(key_states, value_states)
+            self.buffers = None
+
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-                self.buffers = None
             n, t = self.get_seq_length(), key_states.shape[-2]
             buf = self.buffers
             if (
@@ -284,8 +287,9 @@ def preallocated_cache(capacity: int):
                 or n + t > buf[0].shape[-2]
                 or buf[0].shape[:-2] != key_states.shape[:-2]
                 or (n and self.keys.data_ptr() != buf[0].data_ptr())
-            ):  # first update, overflow, or keys replaced (batch reorder): re-buffer
-                cap = max(capacity, 2 * (n + t)) if buf is not None else max(capacity, n + t)
+            ):  # first update, overflow, or keys replaced from outside: re-buffer
+                grow = buf is not None and n + t > buf[0].shape[-2]
+                cap = max(capacity, 2 * (n + t) if grow else n + t)
                 buf = tuple(
                     s.new_empty(*s.shape[:-2], cap, s.shape[-1]) for s in (key_states, value_states)
                 )
@@ -297,6 +301,22 @@ def preallocated_cache(capacity: int):
             buf[1][..., n : n + t, :] = value_states
             self.keys, self.values = buf[0][..., : n + t, :], buf[1][..., : n + t, :]
             return self.keys, self.values
+
+        def _batch_op(self, fn) -> None:
+            """Apply a batch reordering to the whole buffers and keep the views on them."""
+            n = self.get_seq_length()
+            if n > 0:
+                self.buffers = tuple(fn(b) for b in self.buffers)
+                self.keys, self.values = (b[..., :n, :] for b in self.buffers)
+
+        def reorder_cache(self, beam_idx):
+            self._batch_op(lambda b: b.index_select(0, beam_idx.to(b.device)))
+
+        def batch_select_indices(self, indices):
+            self._batch_op(lambda b: b[indices, ...])
+
+        def batch_repeat_interleave(self, repeats):
+            self._batch_op(lambda b: b.repeat_interleave(repeats, dim=0))
 
     cache = DynamicCache()  # no config: full-attention layers, created at their first update
     cache.layer_class_to_replicate = _PreallocatedLayer
